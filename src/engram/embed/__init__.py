@@ -1,0 +1,82 @@
+"""Embedders: the :class:`Embedder` seam, the bundled static model, the hash embedder.
+
+``resolve_embedder`` turns a spec into an embedder:
+
+========================  ==============================================
+spec                      embedder
+========================  ==============================================
+``None`` / ``"default"``  the bundled static model (or the store's own)
+``"static"``              the bundled static model
+``"model2vec:PATH"``      a model2vec model from a local directory
+``"hash"`` / ``"hash:N"`` deterministic blake3 vectors, 256 (or N) dims
+========================  ==============================================
+
+Third parties add specs with :func:`register_embedder`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from engram.embed.base import Embedder, from_blob, normalize, to_blob
+from engram.embed.hash import HashEmbedder
+from engram.embed.static import DEFAULT_MODEL_ID, StaticEmbedder
+from engram.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_MODEL_ID",
+    "Embedder",
+    "HashEmbedder",
+    "StaticEmbedder",
+    "embedder_for_model_id",
+    "from_blob",
+    "normalize",
+    "register_embedder",
+    "resolve_embedder",
+    "to_blob",
+]
+
+_FACTORIES: dict[str, Callable[[str], Embedder]] = {}
+
+
+def register_embedder(prefix: str, factory: Callable[[str], Embedder]) -> None:
+    """Make ``"prefix"`` / ``"prefix:arg"`` specs build embedders via ``factory(arg)``."""
+    _FACTORIES[prefix] = factory
+
+
+def _hash(arg: str) -> Embedder:
+    try:
+        return HashEmbedder(int(arg) if arg else 256)
+    except ValueError as exc:
+        raise ConfigError(f"bad hash embedder dimensions {arg!r}") from exc
+
+
+register_embedder("hash", _hash)
+register_embedder("static", lambda arg: StaticEmbedder(arg or None))
+register_embedder("default", lambda arg: StaticEmbedder())
+register_embedder("model2vec", lambda arg: StaticEmbedder(arg or None))
+
+
+def resolve_embedder(spec: str | Embedder | None) -> Embedder:
+    """An embedder from a spec string, an embedder instance, or ``None`` (the default)."""
+    if spec is None:
+        return StaticEmbedder()
+    if not isinstance(spec, str):
+        if isinstance(spec, Embedder):
+            return spec
+        raise ConfigError(f"not an embedder: {spec!r}")
+    prefix, _, arg = spec.partition(":")
+    factory = _FACTORIES.get(prefix.strip().lower())
+    if factory is None:
+        known = ", ".join(sorted(_FACTORIES))
+        raise ConfigError(f"unknown embedder {spec!r} (known: {known})")
+    return factory(arg.strip())
+
+
+def embedder_for_model_id(model_id: str) -> Embedder | None:
+    """The embedder that made vectors with ``model_id``, if it can be rebuilt offline."""
+    if model_id == DEFAULT_MODEL_ID:
+        return StaticEmbedder()
+    if model_id.startswith("hash-blake3-"):
+        return HashEmbedder(int(model_id.rsplit("-", 1)[1]))
+    return None

@@ -1,0 +1,82 @@
+"""Fusing ranked lists: weighted min-max (the seed's default) and reciprocal rank fusion."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["Fused", "RRF_K", "min_max", "rrf_fusion", "weighted_fusion"]
+
+RRF_K = 60
+
+
+@dataclass(slots=True)
+class Fused:
+    """A candidate's per-leg raw scores, normalised contributions and fused score."""
+
+    rowid: int
+    vector: float | None = None
+    fts: float | None = None
+    vector_rank: int | None = None
+    fts_rank: int | None = None
+    vector_norm: float = 0.0
+    fts_norm: float = 0.0
+    score: float = 0.0
+
+
+def min_max(scores: Sequence[float]) -> list[float]:
+    """Scale to [0, 1]; a list whose scores are all equal maps to 1.0."""
+    if not scores:
+        return []
+    lo, hi = min(scores), max(scores)
+    if hi - lo <= 1e-12:
+        return [1.0] * len(scores)
+    return [(s - lo) / (hi - lo) for s in scores]
+
+
+def _collect(
+    vector: Sequence[tuple[int, float]], fts: Sequence[tuple[int, float]]
+) -> dict[int, Fused]:
+    out: dict[int, Fused] = {}
+    for rank, (rowid, score) in enumerate(vector, start=1):
+        out.setdefault(rowid, Fused(rowid)).vector = score
+        out[rowid].vector_rank = rank
+    for rank, (rowid, score) in enumerate(fts, start=1):
+        out.setdefault(rowid, Fused(rowid)).fts = score
+        out[rowid].fts_rank = rank
+    return out
+
+
+def weighted_fusion(
+    vector: Sequence[tuple[int, float]],
+    fts: Sequence[tuple[int, float]],
+    vector_weight: float,
+    fts_weight: float,
+) -> dict[int, Fused]:
+    """``vector_weight * minmax(vector) + fts_weight * minmax(fts)`` (absent leg = 0)."""
+    out = _collect(vector, fts)
+    for (rowid, _), norm in zip(vector, min_max([s for _, s in vector]), strict=True):
+        out[rowid].vector_norm = norm
+    for (rowid, _), norm in zip(fts, min_max([s for _, s in fts]), strict=True):
+        out[rowid].fts_norm = norm
+    for item in out.values():
+        item.score = vector_weight * item.vector_norm + fts_weight * item.fts_norm
+    return out
+
+
+def rrf_fusion(
+    vector: Sequence[tuple[int, float]],
+    fts: Sequence[tuple[int, float]],
+    vector_weight: float = 1.0,
+    fts_weight: float = 1.0,
+    k: int = RRF_K,
+) -> dict[int, Fused]:
+    """``sum(weight / (k + rank))`` over the lists a candidate appears in (ranks from 1)."""
+    out = _collect(vector, fts)
+    for item in out.values():
+        if item.vector_rank is not None:
+            item.vector_norm = vector_weight / (k + item.vector_rank)
+        if item.fts_rank is not None:
+            item.fts_norm = fts_weight / (k + item.fts_rank)
+        item.score = item.vector_norm + item.fts_norm
+    return out

@@ -1,0 +1,219 @@
+"""The read path: one entry point for vector, full-text and hybrid search."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, get_args
+
+import numpy as np
+
+from engram.embed.base import Embedder, Vector, normalize
+from engram.errors import EmbeddingError, EngramError, InvalidInputError
+from engram.index.pipeline import check_id, normalize_tags
+from engram.retrieve.fts import fts_search, session_clause, tag_clause
+from engram.retrieve.fusion import Fused, rrf_fusion, weighted_fusion
+from engram.storage.db import Database
+from engram.storage.log import chunk_rows
+from engram.types import FusionMode, ScoreBreakdown, SearchHit, SearchMode
+from engram.vector.base import VectorFilter, VectorIndex
+
+__all__ = ["MAX_TOP_K", "SearchRequest", "SearchResults", "run_search"]
+
+MAX_TOP_K = 1000
+MIN_CANDIDATES = 50
+
+
+class SearchResults(list[SearchHit]):
+    """A list of hits that also says how it was made.
+
+    ``mode`` is the mode that actually ran; ``degraded`` explains why it differs from
+    the requested one (e.g. the embedder failed and search fell back to full-text).
+    """
+
+    def __init__(
+        self, hits: Sequence[SearchHit] = (), *, mode: str = "hybrid", degraded: str | None = None
+    ) -> None:
+        super().__init__(hits)
+        self.mode = mode
+        self.degraded = degraded
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "degraded": self.degraded,
+            "hits": [h.to_dict() for h in self],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """A validated search."""
+
+    query: str
+    session_ids: tuple[str, ...] | None
+    tags: tuple[str, ...]
+    top_k: int
+    mode: SearchMode
+    fusion: FusionMode
+    vector_weight: float
+    fts_weight: float
+    min_score: float | None
+    query_embedding: Vector | None
+
+    @classmethod
+    def build(
+        cls,
+        query: Any,
+        *,
+        session_id: str | Sequence[str] | None,
+        tags: Sequence[str] | None,
+        top_k: Any,
+        mode: Any,
+        fusion: Any,
+        vector_weight: Any,
+        fts_weight: Any,
+        min_score: Any,
+        query_embedding: Any,
+        dims: int,
+    ) -> SearchRequest:
+        if not isinstance(query, str):
+            raise InvalidInputError(f"query must be a string, not {type(query).__name__}")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+            raise InvalidInputError(f"top_k must be an integer from 1 to {MAX_TOP_K}")
+        if mode not in get_args(SearchMode):
+            raise InvalidInputError(f"mode must be one of {get_args(SearchMode)}, not {mode!r}")
+        if fusion not in get_args(FusionMode):
+            raise InvalidInputError(f"fusion must be one of {get_args(FusionMode)}")
+        weights = (_number(vector_weight, "vector_weight"), _number(fts_weight, "fts_weight"))
+        if min(weights) < 0:
+            raise InvalidInputError("weights must not be negative")
+        floor = None if min_score is None else _number(min_score, "min_score")
+        return cls(
+            query=query,
+            session_ids=_sessions(session_id),
+            tags=tuple(normalize_tags(tags, strict=False)),
+            top_k=top_k,
+            mode=mode,
+            fusion=fusion,
+            vector_weight=weights[0],
+            fts_weight=weights[1],
+            min_score=floor,
+            query_embedding=_embedding(query_embedding, dims),
+        )
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(f"{what} must be a finite number")
+    return float(value)
+
+
+def _sessions(session_id: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    if session_id is None:
+        return None
+    if isinstance(session_id, str):
+        return (check_id(session_id, "session_id"),)
+    if not isinstance(session_id, Sequence):
+        raise InvalidInputError("session_id must be a string, a list of strings, or None")
+    return tuple(check_id(s, "session_id") for s in session_id)
+
+
+def _embedding(value: Any, dims: int) -> Vector | None:
+    if value is None:
+        return None
+    try:
+        arr = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError("query_embedding must be a sequence of numbers") from exc
+    if arr.shape != (dims,) or not np.all(np.isfinite(arr)):
+        raise InvalidInputError(f"query_embedding must be {dims} finite numbers")
+    return normalize(arr)
+
+
+def run_search(
+    db: Database, index: VectorIndex, embedder: Embedder, req: SearchRequest
+) -> SearchResults:
+    """Run both legs as the mode asks, fuse, and build hits."""
+    pool = max(req.top_k * 3, MIN_CANDIDATES)
+    mode: str = req.mode
+    degraded: str | None = None
+    vector_hits: list[tuple[int, float]] = []
+    fts_hits: list[tuple[int, float]] = []
+    if req.mode in ("vector", "hybrid"):
+        try:
+            vector_hits = _vector_leg(db, index, embedder, req, pool)
+        except EmbeddingError as exc:
+            if req.mode == "vector":
+                raise
+            mode, degraded = "fts", f"vector search unavailable: {exc.message}"
+    if mode in ("fts", "hybrid"):
+        fts_hits = fts_search(db, req.query, pool, session_ids=req.session_ids, tags=req.tags)
+    if req.fusion == "rrf":
+        fused = rrf_fusion(vector_hits, fts_hits, req.vector_weight, req.fts_weight)
+    elif mode == "hybrid":
+        fused = weighted_fusion(vector_hits, fts_hits, req.vector_weight, req.fts_weight)
+    else:  # a single leg: its own min-max normalised score, weight 1
+        fused = weighted_fusion(vector_hits, fts_hits, 1.0, 1.0)
+    return SearchResults(_hits(db, fused, req), mode=mode, degraded=degraded)
+
+
+def _vector_leg(
+    db: Database, index: VectorIndex, embedder: Embedder, req: SearchRequest, pool: int
+) -> list[tuple[int, float]]:
+    query_vec = req.query_embedding
+    if query_vec is None:
+        try:
+            query_vec = embedder.embed_query(req.query)
+        except EngramError:
+            raise
+        except Exception as exc:  # a provider's own failure
+            raise EmbeddingError(f"query embedding failed: {exc}") from exc
+    where = None
+    if req.tags:
+        s_sql, s_params = session_clause(req.session_ids)
+        t_sql, t_params = tag_clause(req.tags)
+        rows = db.query(f"SELECT c.id FROM chunks AS c WHERE 1{s_sql}{t_sql}", s_params + t_params)
+        where = VectorFilter(rowids=np.array([r[0] for r in rows], dtype=np.int64))
+        if len(rows) == 0:
+            return []
+    elif req.session_ids is not None:
+        where = VectorFilter(session_ids=req.session_ids)
+    return index.search(query_vec, pool, where=where)
+
+
+def _hits(db: Database, fused: dict[int, Fused], req: SearchRequest) -> list[SearchHit]:
+    if not fused:
+        return []
+    rows = chunk_rows(db, list(fused))
+    items = [f for f in fused.values() if f.rowid in rows]
+    if req.min_score is not None:
+        items = [f for f in items if f.score >= req.min_score]
+    # Best fused score first; ties go to the more recent chunk.
+    items.sort(key=lambda f: (-f.score, -int(rows[f.rowid][5]), -f.rowid))
+    hits = []
+    for f in items[: req.top_k]:
+        _, chunk_id, session_id, text, seq_start, seq_end, meta = rows[f.rowid]
+        hits.append(
+            SearchHit(
+                chunk_id=chunk_id,
+                session_id=session_id,
+                text=text,
+                sequence_start=int(seq_start),
+                sequence_end=int(seq_end),
+                metadata=json.loads(meta),
+                score=f.score,
+                breakdown=ScoreBreakdown(
+                    vector=f.vector,
+                    fts=f.fts,
+                    vector_norm=f.vector_norm,
+                    fts_norm=f.fts_norm,
+                    fused=f.score,
+                    vector_rank=f.vector_rank,
+                    fts_rank=f.fts_rank,
+                ),
+            )
+        )
+    return hits

@@ -1,0 +1,33 @@
+"""The tool registry: each feature contributes :class:`ToolSpec` objects.
+
+A tool is a name, a description, a JSON schema for its arguments and a handler
+``handler(engine, args, ctx) -> JSON-serialisable``. :func:`engram.tools.dispatch`
+validates arguments against the schema, runs the handler, and converts any
+:class:`~engram.errors.EngramError` into a structured error the model can read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ToolContext", "ToolSpec"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Who is calling: the agent loop supplies these, never the model."""
+
+    user_id: str
+    session_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One tool an LLM can call."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: Callable[[Any, dict[str, Any], ToolContext], Any] = field(repr=False)

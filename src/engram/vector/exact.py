@@ -1,0 +1,157 @@
+"""The default vector index: exact cosine search over an in-memory numpy matrix.
+
+It mirrors ``chunks_vec``. Catching up is incremental: chunk ids only grow
+(AUTOINCREMENT), so new vectors are those above the highest id held; if the count then
+disagrees with SQLite, some were deleted, and the id list is re-read to drop them.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import numpy.typing as npt
+
+from engram.embed.base import Vector
+from engram.storage.db import Database
+from engram.vector.base import VectorFilter, fetch_rows_after, vector_stats
+
+__all__ = ["ExactIndex"]
+
+
+class ExactIndex:
+    """Brute-force exact top-k by matrix-vector product (BLAS)."""
+
+    name = "exact"
+
+    def __init__(self, db: Database, dims: int) -> None:
+        self._db = db
+        self._dims = dims
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._matrix = np.zeros((0, self._dims), dtype=np.float32)
+        self._codes = np.zeros(0, dtype=np.int32)
+        self._n = 0
+        self._session_codes: dict[str, int] = {}
+        self._data_version: int | None = None
+        self._dirty = True
+
+    # -- catching up --------------------------------------------------------------------
+
+    def invalidate(self) -> None:
+        self._dirty = True
+
+    def rebuild(self) -> None:
+        with self._lock:
+            self._reset()
+            self._catch_up()
+
+    def _catch_up(self) -> None:
+        version = self._db.data_version()
+        if not self._dirty and version == self._data_version:
+            return
+        count, _ = vector_stats(self._db)
+        last = int(self._ids[self._n - 1]) if self._n else 0
+        batch = fetch_rows_after(self._db, last, self._dims)
+        if len(batch.ids):
+            codes = np.fromiter(
+                (self._session_codes.setdefault(s, len(self._session_codes)) for s in batch.sessions),
+                dtype=np.int32,
+                count=len(batch.sessions),
+            )
+            self._append(batch.ids, batch.matrix, codes)
+        if self._n != count:
+            self._drop_deleted()
+        self._data_version = version
+        self._dirty = False
+
+    def _append(
+        self,
+        ids: npt.NDArray[np.int64],
+        matrix: npt.NDArray[np.float32],
+        codes: npt.NDArray[np.int32],
+    ) -> None:
+        need = self._n + len(ids)
+        if need > len(self._ids):
+            cap = max(need, 2 * len(self._ids), 1024)
+            self._ids = _grow(self._ids, cap)
+            self._codes = _grow(self._codes, cap)
+            grown = np.zeros((cap, self._dims), dtype=np.float32)
+            grown[: self._n] = self._matrix[: self._n]
+            self._matrix = grown
+        self._ids[self._n : need] = ids
+        self._codes[self._n : need] = codes
+        self._matrix[self._n : need] = matrix
+        self._n = need
+
+    def _drop_deleted(self) -> None:
+        alive = np.array(
+            [r[0] for r in self._db.query("SELECT chunk_rowid FROM chunks_vec")], dtype=np.int64
+        )
+        keep = np.isin(self._ids[: self._n], alive, assume_unique=True)
+        n = int(keep.sum())
+        self._ids = self._ids[: self._n][keep].copy()
+        self._codes = self._codes[: self._n][keep].copy()
+        self._matrix = self._matrix[: self._n][keep].copy()
+        self._n = n
+
+    # -- searching ----------------------------------------------------------------------
+
+    def size(self) -> int:
+        with self._lock:
+            self._catch_up()
+            return self._n
+
+    def search(
+        self, query: Vector, k: int, *, where: VectorFilter | None = None
+    ) -> list[tuple[int, float]]:
+        with self._lock:
+            self._catch_up()
+            n = self._n
+            if n == 0 or k <= 0:
+                return []
+            scores = self._matrix[:n] @ np.asarray(query, dtype=np.float32)
+            mask = self._mask(where)
+            if mask is not None:
+                idx = np.flatnonzero(mask)
+                if len(idx) == 0:
+                    return []
+                scores = scores[idx]
+            else:
+                idx = None
+            top = _top_k(scores, k)
+            rows = top if idx is None else idx[top]
+            return [(int(self._ids[r]), float(s)) for r, s in zip(rows, scores[top], strict=True)]
+
+    def _mask(self, where: VectorFilter | None) -> npt.NDArray[np.bool_] | None:
+        if where is None:
+            return None
+        mask: npt.NDArray[np.bool_] | None = None
+        if where.session_ids is not None:
+            codes = [self._session_codes[s] for s in where.session_ids if s in self._session_codes]
+            mask = np.isin(self._codes[: self._n], np.array(codes, dtype=np.int32))
+        if where.rowids is not None:
+            allowed = np.isin(self._ids[: self._n], where.rowids)
+            mask = allowed if mask is None else mask & allowed
+        return mask
+
+    def close(self) -> None:
+        with self._lock:
+            self._reset()
+
+
+def _grow(arr: npt.NDArray[np.generic], cap: int) -> npt.NDArray[np.generic]:
+    out = np.zeros(cap, dtype=arr.dtype)
+    out[: len(arr)] = arr
+    return out
+
+
+def _top_k(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
+    if k < len(scores):
+        part = np.argpartition(-scores, k - 1)[:k]
+    else:
+        part = np.arange(len(scores))
+    return part[np.argsort(-scores[part], kind="stable")]

@@ -1,0 +1,117 @@
+"""A vector index in the same SQLite file, using the sqlite-vec ``vec0`` extension.
+
+The ``vec0`` table (``chunks_vec_index``) is derived from ``chunks_vec`` and catches up
+before each search, like the in-memory index; it persists between runs, so a cold open
+does not reload every vector into memory.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from engram.embed.base import Vector, to_blob
+from engram.errors import BackendUnavailableError
+from engram.storage.db import Database
+from engram.vector.base import VectorFilter, vector_stats
+
+__all__ = ["SqliteVecIndex"]
+
+TABLE = "chunks_vec_index"
+MAX_K = 4096  # sqlite-vec's limit on k
+
+
+class SqliteVecIndex:
+    """Exact KNN by sqlite-vec's ``vec0`` virtual table (cosine distance)."""
+
+    name = "sqlite-vec"
+
+    def __init__(self, db: Database, dims: int) -> None:
+        try:
+            import sqlite_vec
+        except ImportError as exc:  # pragma: no cover - a core dependency
+            raise BackendUnavailableError("the sqlite-vec package is not installed") from exc
+        self._db = db
+        self._dims = dims
+        self._lock = threading.Lock()
+        db.load_extension("sqlite_vec", sqlite_vec.loadable_path())
+        self._data_version: int | None = None
+        self._dirty = True
+        self._ensure_table()
+
+    def _ensure_table(self) -> None:
+        with self._db.atomic():
+            stored = self._db.scalar(
+                "SELECT value FROM store_meta WHERE key = 'sqlite_vec_dims'"
+            )
+            if stored is not None and int(stored) != self._dims:
+                self._db.execute(f"DROP TABLE IF EXISTS {TABLE}")
+            self._db.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING vec0("
+                f"embedding float[{self._dims}] distance_metric=cosine, session_id text)"
+            )
+            self._db.execute(
+                "INSERT OR REPLACE INTO store_meta (key, value) VALUES ('sqlite_vec_dims', ?)",
+                (str(self._dims),),
+            )
+
+    def invalidate(self) -> None:
+        self._dirty = True
+
+    def rebuild(self) -> None:
+        with self._lock, self._db.atomic():
+            self._db.execute(f"DELETE FROM {TABLE}")
+            self._dirty = True
+            self._catch_up()
+
+    def _catch_up(self) -> None:
+        version = self._db.data_version()
+        if not self._dirty and version == self._data_version:
+            return
+        src_count, src_max = vector_stats(self._db)
+        row = self._db.query_one(f"SELECT count(*), coalesce(max(rowid), 0) FROM {TABLE}")
+        assert row is not None
+        idx_count, idx_max = int(row[0]), int(row[1])
+        if (src_count, src_max) != (idx_count, idx_max):
+            with self._db.atomic():
+                if src_max > idx_max:
+                    self._db.execute(
+                        f"INSERT INTO {TABLE} (rowid, embedding, session_id) "
+                        "SELECT v.chunk_rowid, v.embedding_blob, c.session_id "
+                        "FROM chunks_vec AS v JOIN chunks AS c ON c.id = v.chunk_rowid "
+                        "WHERE v.chunk_rowid > ?",
+                        (idx_max,),
+                    )
+                self._db.execute(
+                    f"DELETE FROM {TABLE} WHERE rowid NOT IN (SELECT chunk_rowid FROM chunks_vec)"
+                )
+        self._data_version = self._db.data_version()
+        self._dirty = False
+
+    def size(self) -> int:
+        with self._lock:
+            self._catch_up()
+            return int(self._db.scalar(f"SELECT count(*) FROM {TABLE}"))
+
+    def search(
+        self, query: Vector, k: int, *, where: VectorFilter | None = None
+    ) -> list[tuple[int, float]]:
+        with self._lock:
+            self._catch_up()
+            if k <= 0:
+                return []
+            sql = f"SELECT rowid, distance FROM {TABLE} WHERE embedding MATCH ? AND k = ?"
+            params: list[object] = [to_blob(query), min(k, MAX_K)]
+            if where is not None and where.session_ids is not None:
+                if not where.session_ids:
+                    return []
+                sql += f" AND session_id IN ({','.join('?' * len(where.session_ids))})"
+                params.extend(where.session_ids)
+            if where is not None and where.rowids is not None:
+                sql += " AND rowid IN (SELECT value FROM json_each(?))"
+                params.append(json.dumps([int(r) for r in where.rowids]))
+            sql += " ORDER BY distance"
+            return [(int(r), 1.0 - float(d)) for r, d in self._db.query(sql, params)]
+
+    def close(self) -> None:
+        self._data_version = None
