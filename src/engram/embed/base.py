@@ -45,10 +45,12 @@ def normalize(matrix: npt.NDArray[np.floating]) -> Vectors:
     out = np.asarray(matrix, dtype=np.float32)
     if out.ndim == 1:
         norm = float(np.linalg.norm(out))
-        return out / norm if norm > 0 else out
+        scaled: Vectors = out / norm if norm > 0 else out
+        return scaled
     norms = np.linalg.norm(out, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (out / norms).astype(np.float32, copy=False)
+    rows: Vectors = (out / norms).astype(np.float32, copy=False)
+    return rows
 
 
 def check_vectors(vectors: npt.NDArray[np.floating], count: int, dims: int, who: str) -> Vectors:

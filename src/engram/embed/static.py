@@ -65,7 +65,8 @@ class StaticEmbedder:
         return check_vectors(out, len(texts), self._dims, self._model_id)
 
     def embed_query(self, text: str) -> Vector:
-        return self.embed_documents([text])[0]
+        row: Vector = self.embed_documents([text])[0]
+        return row
 
 
 def _read_dims(path: Path) -> int:

@@ -57,15 +57,17 @@ def _message_parts(msg: dict[str, Any]) -> Iterator[str]:
         yield from _parts(msg.get("content"))
     for call in msg.get("tool_calls") or ():
         if isinstance(call, dict):
-            fn = call.get("function") if isinstance(call.get("function"), dict) else call
+            fn = call["function"] if isinstance(call.get("function"), dict) else call
             yield from _named_call(fn.get("name"), fn.get("arguments"))
     if "function_call" in msg and isinstance(msg["function_call"], dict):
         fc = msg["function_call"]
         yield from _named_call(fc.get("name"), fc.get("arguments"))
     if not any(k in msg for k in ("content", "text", "tool_calls", "function_call")):
-        for key in _TEXT_KEYS:
-            if key in msg:
-                yield from _parts(msg[key])
+        keys = [k for k in _TEXT_KEYS if k in msg]
+        if not keys and kind is None:  # an arbitrary record, not a typed content part
+            keys = [k for k in msg if k != "role"]
+        for key in keys:
+            yield from _parts(msg[key])
 
 
 def _named_call(name: Any, arguments: Any) -> Iterator[str]:
@@ -74,21 +76,25 @@ def _named_call(name: Any, arguments: Any) -> Iterator[str]:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             yield arguments
             return
     yield from _leaves(arguments)
 
 
 def _leaves(value: Any) -> Iterator[str]:
-    """String leaves of an arbitrary JSON value (tool-call arguments)."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, bool | int | float):
-        yield str(value)
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _leaves(v)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from _leaves(v)
+    """String leaves of an arbitrary JSON value (tool-call arguments), in document order.
+
+    Iterative: parsed tool arguments are model output and may nest ~1000 levels deep.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, bool | int | float):
+            yield str(item)
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list | tuple):
+            stack.extend(reversed(item))

@@ -13,6 +13,7 @@ from engram.index.chunking import ChunkSpec, chunk_text, content_hash
 from engram.index.extract import extract_role, extract_text
 
 __all__ = [
+    "MAX_DEPTH",
     "MAX_ID_CHARS",
     "MAX_PAYLOAD_BYTES",
     "PreparedChunk",
@@ -27,6 +28,7 @@ MAX_ID_CHARS = 512
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 MAX_TAGS = 16
 MAX_TAG_CHARS = 64
+MAX_DEPTH = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +56,34 @@ def check_id(value: Any, what: str) -> str:
         raise InvalidInputError(f"{what} is longer than {MAX_ID_CHARS} characters")
     if "\x00" in value:
         raise InvalidInputError(f"{what} must not contain NUL characters")
+    _check_unicode(value, what)
     return value
+
+
+def _check_unicode(value: str, what: str) -> None:
+    """SQLite stores UTF-8: a lone surrogate cannot be bound as a parameter."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"{what} contains invalid unicode (lone surrogates)") from exc
+
+
+def _check_depth(value: Any, what: str) -> None:
+    """Refuse nesting deeper than ``MAX_DEPTH`` without recursing, so a hostile payload
+    can neither blow the stack here nor be stored and then fail every later read."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if depth > MAX_DEPTH:
+            raise LimitExceededError(f"{what} is nested deeper than {MAX_DEPTH} levels")
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list | tuple))
 
 
 def dump_json(value: Any, what: str) -> str:
     """Strict JSON text (no NaN/Infinity) or an :class:`InvalidInputError`."""
+    if isinstance(value, dict | list | tuple):
+        _check_depth(value, what)
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
@@ -78,12 +103,13 @@ def normalize_tags(tags: Sequence[str] | None, *, strict: bool = True) -> list[s
     """
     if tags is None:
         return []
-    if isinstance(tags, str) or not isinstance(tags, Sequence):
+    if isinstance(tags, str | bytes | bytearray) or not isinstance(tags, Sequence):
         raise InvalidInputError("tags must be a list of strings")
     out: list[str] = []
     for tag in tags:
         if not isinstance(tag, str):
             raise InvalidInputError("tags must be strings")
+        _check_unicode(tag, "tag")
         norm = " ".join(tag.split()).lower()
         if not norm or norm in out:
             continue

@@ -19,16 +19,17 @@ MAX_QUERY_TERMS = 48
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before
+_STOPWORD_TEXT = """
+    a about above after again against all am an and any are as at be because been before
     being below between both but by can could did do does doing down during each few for
     from further had has have having he her here hers herself him himself his how i if in
     into is it its itself just me might more most my myself no nor not now of off on once
     only or other our ours ourselves out over own same she should so some such than that
     the their theirs them themselves then there these they this those through to too under
     until up very was we were what when where which while who whom why will with would you
-    your yours yourself yourselves s t d ll m re ve""".split()
-)
+    your yours yourself yourselves s t d ll m re ve"""
+
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 def fts_query(text: str) -> str | None:
@@ -64,6 +65,10 @@ def session_clause(session_ids: Sequence[str] | None, alias: str = "c") -> tuple
     return f" AND {alias}.session_id IN ({marks})", list(session_ids)
 
 
+#: BM25 column weights: the chunk's own text, then its neighbours' (see storage.log).
+COLUMN_WEIGHTS = (1.0, 0.5, 0.3)
+
+
 def fts_search(
     db: Database,
     text: str,
@@ -71,17 +76,22 @@ def fts_search(
     *,
     session_ids: Sequence[str] | None,
     tags: Sequence[str],
+    weights: tuple[float, float, float] = COLUMN_WEIGHTS,
 ) -> list[tuple[int, float]]:
-    """``(chunk_rowid, bm25)`` best first; bm25 is negated so higher is better."""
+    """``(chunk_rowid, bm25)`` best first; bm25 is negated so higher is better.
+
+    ``weights`` weigh the chunk text and its before/after context columns.
+    """
     match = fts_query(text)
     if match is None or limit <= 0:
         return []
     s_sql, s_params = session_clause(session_ids)
     t_sql, t_params = tag_clause(tags)
+    bm25 = "bm25(chunks_fts, ?, ?, ?)"
     sql = (
-        "SELECT c.id, -bm25(chunks_fts) AS score FROM chunks_fts "
+        f"SELECT c.id, -{bm25} AS score FROM chunks_fts "
         "JOIN chunks AS c ON c.id = chunks_fts.rowid "
-        f"WHERE chunks_fts MATCH ?{s_sql}{t_sql} ORDER BY bm25(chunks_fts) LIMIT ?"
+        f"WHERE chunks_fts MATCH ?{s_sql}{t_sql} ORDER BY {bm25} LIMIT ?"
     )
-    rows = db.query(sql, [match, *s_params, *t_params, limit])
+    rows = db.query(sql, [*weights, match, *s_params, *t_params, *weights, limit])
     return [(int(r), float(s)) for r, s in rows]

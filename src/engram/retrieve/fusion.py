@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Fused", "RRF_K", "min_max", "rrf_fusion", "weighted_fusion"]
+__all__ = ["RRF_K", "Fused", "min_max", "rrf_fusion", "weighted_fusion"]
 
 RRF_K = 60
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from engram.embed.base import Embedder, Vector, normalize
 from engram.errors import EmbeddingError, EngramError, InvalidInputError
+from engram.index.chunking import normalize_text
 from engram.index.pipeline import check_id, normalize_tags
 from engram.retrieve.fts import fts_search, session_clause, tag_clause
 from engram.retrieve.fusion import Fused, rrf_fusion, weighted_fusion
@@ -116,7 +117,7 @@ def _sessions(session_id: str | Sequence[str] | None) -> tuple[str, ...] | None:
         return None
     if isinstance(session_id, str):
         return (check_id(session_id, "session_id"),)
-    if not isinstance(session_id, Sequence):
+    if isinstance(session_id, bytes | bytearray) or not isinstance(session_id, Sequence):
         raise InvalidInputError("session_id must be a string, a list of strings, or None")
     return tuple(check_id(s, "session_id") for s in session_id)
 
@@ -166,7 +167,9 @@ def _vector_leg(
     query_vec = req.query_embedding
     if query_vec is None:
         try:
-            query_vec = embedder.embed_query(req.query)
+            # Embed what documents are embedded from: normalised text (no NUL, no lone
+            # surrogates, which tokenizers and remote APIs reject).
+            query_vec = embedder.embed_query(normalize_text(req.query))
         except EngramError:
             raise
         except Exception as exc:  # a provider's own failure

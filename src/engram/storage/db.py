@@ -40,8 +40,10 @@ class Database:
     def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
         self.path = str(path)
         self.in_memory = self.path == ":memory:" or self.path == ""
-        flags = apsw.SQLITE_OPEN_READONLY if readonly else (
-            apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+        flags = (
+            apsw.SQLITE_OPEN_READONLY
+            if readonly
+            else (apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
         )
         flags |= apsw.SQLITE_OPEN_URI
         if not self.in_memory:

@@ -56,9 +56,22 @@ EXTEND_CHUNK = "UPDATE chunks SET sequence_end = max(sequence_end, ?) WHERE id =
 
 INSERT_CHUNK = """
 INSERT INTO chunks (chunk_id, session_id, chunk_text, content_hash, sequence_start,
-                    sequence_end, metadata_json, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    sequence_end, metadata_json, created_at, context_before)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING id
+"""
+
+#: How much of a neighbouring event's text a chunk carries as FTS context.
+CONTEXT_CHARS = 400
+
+PREVIOUS_CHUNK_TEXT = """
+SELECT chunk_text FROM chunks WHERE session_id = ? AND sequence_end = ?
+ORDER BY id DESC LIMIT 1
+"""
+
+SET_CONTEXT_AFTER = """
+UPDATE chunks SET context_after = ?
+WHERE session_id = ? AND sequence_end = ? AND context_after = ''
 """
 
 INSERT_VECTOR = """
@@ -89,11 +102,16 @@ def write_event(
     now: str,
     *,
     agent_identity: str | None = None,
+    neighbor_context: bool = True,
 ) -> int:
     """Store one prepared event with its chunks and vectors; returns new chunk count.
 
     Must run inside ``db.atomic()``. Raises :class:`ConflictError` when the sequence is
     not above the session's highest (the caller's transaction then rolls back).
+
+    With ``neighbor_context`` the new chunks carry the tail of the session's previous
+    event as ``context_before``, and that event's chunks get the head of this one as
+    ``context_after`` (both indexed by FTS5 with low weights).
     """
     db.execute(UPSERT_SESSION, (event.session_id, agent_identity, now))
     last = db.scalar(MAX_SEQUENCE, (event.session_id,))
@@ -107,6 +125,12 @@ def write_event(
         )
     db.execute(INSERT_EVENT, (event.session_id, event.sequence, event.payload_json, now))
     db.execute(SET_LAST_SEQUENCE, (event.session_id, event.sequence, now))
+    before = ""
+    if neighbor_context and last is not None and event.chunks:
+        before = str(db.scalar(PREVIOUS_CHUNK_TEXT, (event.session_id, last)) or "")
+        before = before[-CONTEXT_CHARS:]
+        head = event.chunks[0].text[:CONTEXT_CHARS]
+        db.execute(SET_CONTEXT_AFTER, (head, event.session_id, last))
     added = 0
     for chunk, vector in zip(event.chunks, vectors, strict=True):
         existing = db.scalar(FIND_CHUNK, (event.session_id, chunk.content_hash))
@@ -124,6 +148,7 @@ def write_event(
                 event.sequence,
                 chunk.metadata_json,
                 now,
+                before,
             ),
         )
         db.execute(INSERT_VECTOR, (rowid, np.asarray(vector, dtype="<f4").tobytes(), model_id))

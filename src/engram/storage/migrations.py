@@ -97,9 +97,7 @@ def apply_migrations(db: Database, migrations: list[Migration] | None = None) ->
             continue
         with db.atomic():
             # Another process may have applied it while we waited for the write lock.
-            if db.scalar(
-                "SELECT 1 FROM memory_migrations WHERE version = ?", (migration.version,)
-            ):
+            if db.scalar("SELECT 1 FROM memory_migrations WHERE version = ?", (migration.version,)):
                 continue
             db.execute(migration.sql)
             db.execute(

@@ -8,6 +8,7 @@ disagrees with SQLite, some were deleted, and the id list is re-read to drop the
 from __future__ import annotations
 
 import threading
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +18,8 @@ from engram.storage.db import Database
 from engram.vector.base import VectorFilter, fetch_rows_after, vector_stats
 
 __all__ = ["ExactIndex"]
+
+_G = TypeVar("_G", bound=np.generic)
 
 
 class ExactIndex:
@@ -58,7 +61,10 @@ class ExactIndex:
         batch = fetch_rows_after(self._db, last, self._dims)
         if len(batch.ids):
             codes = np.fromiter(
-                (self._session_codes.setdefault(s, len(self._session_codes)) for s in batch.sessions),
+                (
+                    self._session_codes.setdefault(s, len(self._session_codes))
+                    for s in batch.sessions
+                ),
                 dtype=np.int32,
                 count=len(batch.sessions),
             )
@@ -143,15 +149,12 @@ class ExactIndex:
             self._reset()
 
 
-def _grow(arr: npt.NDArray[np.generic], cap: int) -> npt.NDArray[np.generic]:
+def _grow(arr: npt.NDArray[_G], cap: int) -> npt.NDArray[_G]:
     out = np.zeros(cap, dtype=arr.dtype)
     out[: len(arr)] = arr
     return out
 
 
 def _top_k(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
-    if k < len(scores):
-        part = np.argpartition(-scores, k - 1)[:k]
-    else:
-        part = np.arange(len(scores))
+    part = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
     return part[np.argsort(-scores[part], kind="stable")]

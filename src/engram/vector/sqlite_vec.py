@@ -41,9 +41,7 @@ class SqliteVecIndex:
 
     def _ensure_table(self) -> None:
         with self._db.atomic():
-            stored = self._db.scalar(
-                "SELECT value FROM store_meta WHERE key = 'sqlite_vec_dims'"
-            )
+            stored = self._db.scalar("SELECT value FROM store_meta WHERE key = 'sqlite_vec_dims'")
             if stored is not None and int(stored) != self._dims:
                 self._db.execute(f"DROP TABLE IF EXISTS {TABLE}")
             self._db.execute(

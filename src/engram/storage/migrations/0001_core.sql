@@ -3,6 +3,9 @@
 --  * chunks has an explicit INTEGER PRIMARY KEY (id, AUTOINCREMENT so ids are never
 --    reused) that FTS5 and the vector tables key on; chunk_id stays the public TEXT id.
 --  * timestamps are ISO-8601 UTC text written by Engram (microsecond precision).
+--  * chunks carry the text of the neighbouring events of their session
+--    (context_before / context_after), indexed by FTS5 as low-weight columns: in a
+--    conversation the answer is often the reply to the turn that names the topic.
 
 CREATE TABLE sessions (
     session_id     TEXT PRIMARY KEY,
@@ -46,6 +49,8 @@ CREATE TABLE chunks (
     sequence_end   INTEGER NOT NULL,
     metadata_json  TEXT NOT NULL DEFAULT '{}',
     created_at     TEXT NOT NULL,
+    context_before TEXT NOT NULL DEFAULT '',
+    context_after  TEXT NOT NULL DEFAULT '',
     UNIQUE (session_id, content_hash)
 );
 CREATE INDEX idx_chunks_session_seq ON chunks (session_id, sequence_end);
@@ -60,20 +65,27 @@ CREATE TABLE chunks_vec (
 
 CREATE VIRTUAL TABLE chunks_fts USING fts5 (
     chunk_text,
+    context_before,
+    context_after,
     content = 'chunks',
     content_rowid = 'id',
     tokenize = 'porter unicode61 remove_diacritics 2'
 );
 
 CREATE TRIGGER chunks_fts_ai AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts (rowid, chunk_text) VALUES (new.id, new.chunk_text);
+    INSERT INTO chunks_fts (rowid, chunk_text, context_before, context_after)
+    VALUES (new.id, new.chunk_text, new.context_before, new.context_after);
 END;
 CREATE TRIGGER chunks_fts_ad AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_fts (chunks_fts, rowid, chunk_text) VALUES ('delete', old.id, old.chunk_text);
+    INSERT INTO chunks_fts (chunks_fts, rowid, chunk_text, context_before, context_after)
+    VALUES ('delete', old.id, old.chunk_text, old.context_before, old.context_after);
 END;
-CREATE TRIGGER chunks_fts_au AFTER UPDATE OF chunk_text ON chunks BEGIN
-    INSERT INTO chunks_fts (chunks_fts, rowid, chunk_text) VALUES ('delete', old.id, old.chunk_text);
-    INSERT INTO chunks_fts (rowid, chunk_text) VALUES (new.id, new.chunk_text);
+CREATE TRIGGER chunks_fts_au AFTER UPDATE OF chunk_text, context_before, context_after ON chunks
+BEGIN
+    INSERT INTO chunks_fts (chunks_fts, rowid, chunk_text, context_before, context_after)
+    VALUES ('delete', old.id, old.chunk_text, old.context_before, old.context_after);
+    INSERT INTO chunks_fts (rowid, chunk_text, context_before, context_after)
+    VALUES (new.id, new.chunk_text, new.context_before, new.context_after);
 END;
 
 -- Store-wide settings: the embedding model id and dimensions the vectors were made with.

@@ -1,0 +1,47 @@
+"""Fixtures shared by every test package: engines on disk and in memory.
+
+``mem`` and ``mem_memory`` use the deterministic hash embedder (fast, no model load);
+``mem_static`` uses the bundled static model, for tests about meaning.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+import engram
+
+# No deadlines: timings on a loaded CI machine are not a property of the code.
+settings.register_profile("engram", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "engram"))
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    """A path for a new store file (not created yet)."""
+    return tmp_path / "memory.db"
+
+
+@pytest.fixture
+def mem(db_path: Path) -> Iterator[engram.Engram]:
+    """An on-disk store with the hash embedder."""
+    with engram.open(db_path, embedder="hash") as store:
+        yield store
+
+
+@pytest.fixture
+def mem_static(tmp_path: Path) -> Iterator[engram.Engram]:
+    """An on-disk store with the default bundled static model."""
+    with engram.open(tmp_path / "static.db") as store:
+        yield store
+
+
+@pytest.fixture
+def mem_memory() -> Iterator[engram.Engram]:
+    """An in-memory store with the hash embedder."""
+    with engram.open(":memory:", embedder="hash") as store:
+        yield store

@@ -1,0 +1,124 @@
+"""Helpers for the core tests: row counts, test embedders and a brute-force KNN oracle."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+import engram
+from engram.embed import HashEmbedder
+from engram.embed.base import normalize
+
+TABLES = ("sessions", "conversation_events", "session_state", "chunks", "chunks_vec", "files")
+
+
+def counts(mem: engram.Engram) -> dict[str, int]:
+    """Row counts of every core table, plus the FTS index's own row count."""
+    out = {t: int(mem.db.scalar(f"SELECT count(*) FROM {t}")) for t in TABLES}
+    out["chunks_fts"] = fts_rows(mem)
+    return out
+
+
+def fts_rows(mem: engram.Engram) -> int:
+    """Rows in the FTS index itself (the docsize shadow table, not the content table)."""
+    return int(mem.db.scalar("SELECT count(*) FROM chunks_fts_docsize"))
+
+
+def assert_consistent(mem: engram.Engram) -> None:
+    """SQLite and FTS integrity, and one vector and one FTS row per chunk."""
+    assert mem.db.query("PRAGMA integrity_check") == [("ok",)]
+    mem.db.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
+    c = counts(mem)
+    assert c["chunks"] == c["chunks_vec"] == c["chunks_fts"]
+    assert int(mem.db.scalar("SELECT count(*) FROM chunks_fts")) == c["chunks"]
+
+
+class TableEmbedder:
+    """Fixed vectors for known texts (hash vectors otherwise): scores you can do by hand."""
+
+    def __init__(self, table: Mapping[str, Sequence[float]], dims: int = 3) -> None:
+        self.table = {k: np.asarray(v, dtype=np.float32) for k, v in table.items()}
+        self._dims = dims
+        self._fallback = HashEmbedder(dims)
+
+    @property
+    def model_id(self) -> str:
+        return f"test-table-{self._dims}"
+
+    @property
+    def dimensions(self) -> int:
+        return self._dims
+
+    def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        rows = [self.table[t] if t in self.table else self._fallback.embed_query(t) for t in texts]
+        return normalize(np.stack(rows)) if rows else np.zeros((0, self._dims), np.float32)
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        return self.embed_documents([text])[0]
+
+
+class BrokenEmbedder:
+    """Raises (or returns garbage) on every call: for the all-or-nothing write path."""
+
+    def __init__(self, how: str = "raise", dims: int = 8) -> None:
+        self.how = how
+        self._dims = dims
+
+    @property
+    def model_id(self) -> str:
+        return f"test-broken-{self._dims}"
+
+    @property
+    def dimensions(self) -> int:
+        return self._dims
+
+    def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        if self.how == "raise":
+            raise RuntimeError("provider is down")
+        if self.how == "shape":
+            return np.ones((len(texts), self._dims + 1), dtype=np.float32)
+        return np.full((len(texts), self._dims), np.nan, dtype=np.float32)
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        return self.embed_documents([text])[0]
+
+
+def oracle(
+    mem: engram.Engram,
+    query: npt.NDArray[np.float32],
+    k: int,
+    *,
+    sessions: Sequence[str] | None = None,
+    rowids: Sequence[int] | None = None,
+) -> list[tuple[int, float]]:
+    """Brute-force top-k cosine over ``chunks_vec``, straight from SQLite."""
+    rows = mem.db.query(
+        "SELECT v.chunk_rowid, v.embedding_blob, c.session_id FROM chunks_vec AS v "
+        "JOIN chunks AS c ON c.id = v.chunk_rowid"
+    )
+    scored = []
+    for rowid, blob, session in rows:
+        if sessions is not None and session not in sessions:
+            continue
+        if rowids is not None and rowid not in rowids:
+            continue
+        vec = np.frombuffer(blob, dtype="<f4").astype(np.float64)
+        scored.append((int(rowid), float(vec @ query.astype(np.float64))))
+    scored.sort(key=lambda item: -item[1])
+    return scored[: max(k, 0)]
+
+
+def assert_same_ranking(
+    got: Sequence[tuple[int, float]], full: Sequence[tuple[int, float]], k: int, tol: float = 1e-5
+) -> None:
+    """``got`` is the top ``k`` of the oracle's ``full`` ranking: same scores in order, and
+    each id is one the oracle puts at that score (near-ties may come in either order)."""
+    expected = list(full[:k])
+    assert len(got) == len(expected), (got, expected)
+    for (_, gs), (_, es) in zip(got, expected, strict=True):
+        assert abs(gs - es) <= tol, (got, expected)
+    assert len({gid for gid, _ in got}) == len(got), got
+    for gid, gs in got:
+        assert any(eid == gid and abs(es - gs) <= tol for eid, es in full), (gid, got, full)

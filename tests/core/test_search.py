@@ -1,0 +1,267 @@
+"""The read path: modes, filters, fusion arithmetic, tie-breaks and the static model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import engram
+from engram.errors import InvalidInputError
+from engram.retrieve.fusion import RRF_K, min_max
+
+from ._support import TableEmbedder
+
+# Hand-made vectors (query embedding is [1, 0, 0]) so every score can be worked out here.
+A, B, C, D = "alpha alpha alpha", "alpha beta gamma delta epsilon", "zeta eta", "theta iota"
+VECTORS = {A: [0, 1, 0], B: [1, 0, 0], C: [0.8, 0.6, 0], D: [-1, 0, 0]}
+COS = {A: 0.0, B: 1.0, C: 0.8, D: -1.0}
+Q = [1.0, 0.0, 0.0]
+SESSION_OF = {A: "a", B: "b", C: "c", D: "d"}
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Iterator[engram.Engram]:
+    with engram.open(tmp_path / "t.db", embedder=TableEmbedder(VECTORS)) as mem:
+        # One session each: neighbouring turns would add FTS context to each other.
+        for seq, text in enumerate((A, B, C, D), start=1):
+            mem.store(SESSION_OF[text], seq, text)
+        yield mem
+
+
+def by_text(results: engram.SearchResults) -> dict[str, engram.SearchHit]:
+    return {h.text: h for h in results}
+
+
+# -- fusion arithmetic ---------------------------------------------------------------------
+
+
+def test_raw_leg_scores(table: engram.Engram) -> None:
+    hits = by_text(table.search("alpha", query_embedding=Q))
+    for text, cos in COS.items():
+        assert hits[text].breakdown.vector == pytest.approx(cos, abs=1e-6)
+    assert hits[A].breakdown.fts > hits[B].breakdown.fts > 0  # more "alpha", shorter
+    assert hits[C].breakdown.fts is None and hits[D].breakdown.fts is None
+    assert [hits[t].breakdown.vector_rank for t in (B, C, A, D)] == [1, 2, 3, 4]
+    assert [hits[t].breakdown.fts_rank for t in (A, B)] == [1, 2]
+
+
+def test_weighted_fusion_by_hand(table: engram.Engram) -> None:
+    results = table.search("alpha", query_embedding=Q)  # weights 0.7 / 0.3
+    # vector min-max over [0, 1, .8, -1] -> A .5, B 1, C .9, D 0; fts over 2 hits -> A 1, B 0
+    expected = {B: 0.7 * 1.0 + 0.3 * 0, A: 0.7 * 0.5 + 0.3 * 1, C: 0.7 * 0.9, D: 0.0}
+    assert [h.text for h in results] == [B, A, C, D]
+    for hit in results:
+        assert hit.score == pytest.approx(expected[hit.text], abs=1e-6)
+        assert hit.breakdown.fused == hit.score
+    hits = by_text(results)
+    assert hits[C].breakdown.vector_norm == pytest.approx(0.9, abs=1e-6)
+    assert (hits[A].breakdown.fts_norm, hits[B].breakdown.fts_norm) == (1.0, 0.0)
+
+    flipped = table.search("alpha", query_embedding=Q, vector_weight=0.2, fts_weight=0.8)
+    assert [h.text for h in flipped] == [A, B, C, D]
+    assert flipped[0].score == pytest.approx(0.2 * 0.5 + 0.8 * 1, abs=1e-6)
+
+
+def test_rrf_by_hand(table: engram.Engram) -> None:
+    results = table.search(
+        "alpha", query_embedding=Q, fusion="rrf", vector_weight=1.0, fts_weight=1.0
+    )
+    k = RRF_K
+    assert k == 60
+    expected = {
+        B: 1 / (k + 1) + 1 / (k + 2),
+        A: 1 / (k + 3) + 1 / (k + 1),
+        C: 1 / (k + 2),
+        D: 1 / (k + 4),
+    }
+    assert [h.text for h in results] == [B, A, C, D]
+    for hit in results:
+        assert hit.score == pytest.approx(expected[hit.text], rel=1e-9)
+    weighted = by_text(table.search("alpha", query_embedding=Q, fusion="rrf"))
+    assert weighted[B].score == pytest.approx(0.7 / (k + 1) + 0.3 / (k + 2), rel=1e-9)
+
+
+def test_single_leg_modes_use_their_own_normalised_score(table: engram.Engram) -> None:
+    vector = table.search("alpha", query_embedding=Q, mode="vector")
+    assert vector.mode == "vector"
+    assert [h.text for h in vector] == [B, C, A, D]
+    assert [round(h.score, 6) for h in vector] == [1.0, 0.9, 0.5, 0.0]
+    assert all(h.breakdown.fts is None for h in vector)
+    fts = table.search("alpha", mode="fts")
+    assert [h.text for h in fts] == [A, B]
+    assert [h.score for h in fts] == [1.0, 0.0]
+    assert all(h.breakdown.vector is None for h in fts)
+
+
+def test_min_max_edge_cases() -> None:
+    assert min_max([]) == []
+    assert min_max([3.0, 3.0]) == [1.0, 1.0]
+    assert min_max([2.0, 4.0, 3.0]) == [0.0, 1.0, 0.5]
+
+
+def test_min_score(table: engram.Engram) -> None:
+    results = table.search("alpha", query_embedding=Q, min_score=0.6)
+    assert [h.text for h in results] == [B, A, C]
+    assert all(h.score >= 0.6 for h in results)
+    assert table.search("alpha", query_embedding=Q, min_score=2.0) == []
+
+
+def test_top_k(table: engram.Engram) -> None:
+    assert [h.text for h in table.search("alpha", query_embedding=Q, top_k=2)] == [B, A]
+
+
+def test_query_embedding_must_match_the_store(table: engram.Engram) -> None:
+    for bad in ([1.0, 0.0], [1.0, 0.0, 0.0, 0.0], [float("nan"), 0, 0], "abc", [[1, 0, 0]]):
+        with pytest.raises(InvalidInputError):
+            table.search("alpha", query_embedding=bad)  # type: ignore[arg-type]
+
+
+def test_hybrid_query_request(table: engram.Engram) -> None:
+    sessions = ["a", "b", "c", "d"]
+    request = engram.MemoryHybridQueryRequest(
+        session_id=sessions, query="alpha", query_embedding=Q, top_k=3
+    )
+    results = table.hybrid_query(request)
+    assert [h.text for h in results] == [B, A, C]
+    assert [h.score for h in results] == [
+        h.score for h in table.search("alpha", session_id=sessions, query_embedding=Q, top_k=3)
+    ]
+    one = table.hybrid_query(engram.MemoryHybridQueryRequest(session_id="c", query="zeta"))
+    assert [h.text for h in one] == [C]
+    assert isinstance(results[0], engram.MemoryHybridQueryResult)
+    with pytest.raises(InvalidInputError):
+        table.hybrid_query({"query": "alpha"})  # type: ignore[arg-type]
+
+
+def test_hits_carry_a_full_breakdown(table: engram.Engram) -> None:
+    results = table.search("alpha", query_embedding=Q)
+    data = json.loads(json.dumps(results.to_dict()))
+    assert data["mode"] == "hybrid" and data["degraded"] is None
+    hit = data["hits"][0]
+    assert set(hit) == {
+        "chunk_id",
+        "session_id",
+        "text",
+        "sequence_start",
+        "sequence_end",
+        "metadata",
+        "score",
+        "breakdown",
+    }
+    assert set(hit["breakdown"]) == {
+        "vector",
+        "fts",
+        "vector_norm",
+        "fts_norm",
+        "fused",
+        "vector_rank",
+        "fts_rank",
+    }
+    assert hit["chunk_id"].startswith("ch_")
+
+
+# -- filters -------------------------------------------------------------------------------
+
+
+def test_session_filter_forms(mem: engram.Engram) -> None:
+    for sid in ("a", "b", "c"):
+        mem.store(sid, 1, f"shared words about lighthouses from {sid}")
+    for mode in ("vector", "fts", "hybrid"):
+        every = mem.search("lighthouses", mode=mode)
+        assert {h.session_id for h in every} == {"a", "b", "c"}
+        one = mem.search("lighthouses", session_id="b", mode=mode)
+        assert [h.session_id for h in one] == ["b"]
+        two = mem.search("lighthouses", session_id=["a", "c"], mode=mode)
+        assert {h.session_id for h in two} == {"a", "c"}
+        assert mem.search("lighthouses", session_id=["nobody"], mode=mode) == []
+        assert mem.search("lighthouses", session_id=[], mode=mode) == []
+
+
+def test_every_tag_is_required(mem: engram.Engram) -> None:
+    query = "orange cat on the sofa"
+    mem.store("s", 1, query)  # exact match for both legs, but no tags
+    mem.store("s", 2, "the orange cat sleeps", tags=["pets"])
+    mem.store("s", 3, "a cat on a sofa", tags=["pets", "home"])
+    mem.store("s", 4, "sofa shopping", tags=["home"])
+    for mode in ("vector", "fts", "hybrid"):
+        assert mem.search(query, mode=mode)[0].sequence_start == 1
+        both = mem.search(query, tags=["pets", "HOME "], mode=mode)
+        assert [h.sequence_start for h in both] == [3]
+        pets = mem.search(query, tags=["pets"], mode=mode)
+        assert {h.sequence_start for h in pets} == {2, 3}
+        assert mem.search(query, tags=["nope"], mode=mode) == []
+        assert mem.search(query, tags=["pets"], session_id="other", mode=mode) == []
+    assert mem.search(query, tags=["pets"], mode="fts")[0].metadata["tags"] == ["pets"]
+
+
+# -- ordering ------------------------------------------------------------------------------
+
+
+def test_equal_scores_go_to_the_most_recent_chunk(mem: engram.Engram) -> None:
+    # Stored first (lower rowid) but later in its conversation: must still win the tie.
+    mem.store("recent", 9, "the same words exactly")
+    mem.store("older", 1, "the same words exactly")
+    for mode in ("vector", "fts", "hybrid"):
+        hits = mem.search("same words", mode=mode)
+        assert hits[0].score == hits[1].score
+        assert [h.session_id for h in hits] == ["recent", "older"]
+
+
+def test_dedup_extension_counts_as_recent(mem: engram.Engram) -> None:
+    mem.store("a", 5, "weekly standup notes")
+    mem.store("b", 1, "weekly standup notes")
+    mem.store("b", 2, "filler")
+    mem.store("b", 8, "weekly standup notes")  # extends b's chunk to sequence_end 8
+    hits = [h for h in mem.search("weekly standup notes", mode="vector") if h.text != "filler"]
+    assert [(h.session_id, h.sequence_start, h.sequence_end) for h in hits] == [
+        ("b", 1, 8),
+        ("a", 5, 5),
+    ]
+
+
+def test_empty_and_wordless_queries(mem: engram.Engram) -> None:
+    mem.store("s", 1, "something")
+    assert mem.search("", mode="fts") == []
+    assert mem.search("!!! ??? ***", mode="fts") == []
+    assert len(mem.search("", mode="vector")) == 1
+    assert mem_search_empty_store() == []
+
+
+def mem_search_empty_store() -> list[engram.SearchHit]:
+    with engram.open(":memory:", embedder="hash") as mem:
+        return list(mem.search("anything"))
+
+
+# -- meaning, with the bundled model -------------------------------------------------------
+
+PARAPHRASES = {
+    "The feline slept on the warm windowsill all afternoon.": "cat napping in the sun",
+    "I bought a new car last week, a red sedan.": "automobile purchase",
+    "My flight to Tokyo departs on Monday morning.": "airplane trip to Japan",
+    "The recipe needs two cups of flour and three eggs.": "baking ingredients",
+    "Our quarterly revenue grew by twelve percent.": "company earnings increase",
+    "The doctor told me to take the medicine twice a day.": "physician prescription",
+}
+
+
+def test_static_model_finds_paraphrases_that_fts_cannot(mem_static: engram.Engram) -> None:
+    for seq, text in enumerate(PARAPHRASES, start=1):
+        mem_static.store(f"s{seq}", 1, text)
+    for text, query in PARAPHRASES.items():
+        assert mem_static.search(query, mode="fts") == [], query
+        vector = mem_static.search(query, mode="vector", top_k=3)
+        assert vector[0].text == text, query
+        assert vector[0].breakdown.vector > vector[1].breakdown.vector + 0.1
+        hybrid = mem_static.search(query, top_k=1)
+        assert hybrid[0].text == text
+
+
+def test_lone_surrogate_query_with_the_static_model(mem_static: engram.Engram) -> None:
+    mem_static.store("s", 1, "The feline slept on the warm windowsill.")
+    for mode in ("vector", "hybrid", "fts"):
+        results = mem_static.search("feline \ud800 windowsill", mode=mode)  # type: ignore[arg-type]
+        assert results.degraded is None, mode
+        assert results[0].sequence_start == 1

@@ -1,0 +1,279 @@
+"""One conformance suite for every :class:`~engram.vector.VectorIndex`.
+
+Each index must return exactly what a brute-force numpy scan of ``chunks_vec`` returns,
+stay correct while this process or another one writes and forgets, and rebuild to the
+same answers.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+
+import engram
+from engram.vector import VectorFilter
+
+from ._support import assert_consistent, assert_same_ranking, oracle
+
+INDEXES = ["exact", "sqlite-vec"]
+DIMS = 16
+SESSIONS = ["a", "b", "c", "d"]
+
+
+@pytest.fixture(params=INDEXES)
+def index_name(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def unit(seed: int, dims: int = DIMS) -> npt.NDArray[np.float32]:
+    v = np.random.default_rng(seed).standard_normal(dims).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def fill(mem: engram.Engram, n: int, sessions: list[str] = SESSIONS) -> None:
+    events = [(sessions[i % len(sessions)], i, f"memory number {i} of {n}") for i in range(n)]
+    mem.store_many(events)
+
+
+def check(
+    mem: engram.Engram,
+    query: npt.NDArray[np.float32],
+    k: int,
+    *,
+    sessions: list[str] | None = None,
+    rowids: list[int] | None = None,
+) -> None:
+    where = None
+    if sessions is not None or rowids is not None:
+        where = VectorFilter(
+            session_ids=sessions,
+            rowids=None if rowids is None else np.array(rowids, dtype=np.int64),
+        )
+    got = mem.index.search(query, k, where=where)
+    full = oracle(mem, query, 10**9, sessions=sessions, rowids=rowids)
+    assert_same_ranking(got, full, k)
+
+
+# -- property: random histories against the oracle -----------------------------------------
+
+
+class IndexMachine(RuleBasedStateMachine):
+    index_name = "exact"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mem = engram.open(":memory:", embedder=f"hash:{DIMS}", vector_index=self.index_name)
+        self.next_seq = dict.fromkeys(SESSIONS, 0)
+
+    def teardown(self) -> None:
+        self.mem.close()
+
+    def _rowids(self) -> list[int]:
+        return [int(r[0]) for r in self.mem.db.query("SELECT chunk_rowid FROM chunks_vec")]
+
+    @rule(session=st.sampled_from(SESSIONS), texts=st.lists(st.text(min_size=1), max_size=4))
+    def store(self, session: str, texts: list[str]) -> None:
+        events = []
+        for text in texts:
+            events.append((session, self.next_seq[session], text))
+            self.next_seq[session] += 1
+        self.mem.store_many(events)
+
+    @rule(session=st.sampled_from(SESSIONS))
+    def forget(self, session: str) -> None:
+        self.mem.forget(session)
+        self.next_seq[session] = 0
+
+    @rule()
+    def rebuild(self) -> None:
+        self.mem.rebuild_index()
+
+    @rule(seed=st.integers(0, 2**32), k=st.integers(0, 12))
+    def search_all(self, seed: int, k: int) -> None:
+        check(self.mem, unit(seed), k)
+
+    @rule(
+        seed=st.integers(0, 2**32),
+        k=st.integers(1, 12),
+        sessions=st.lists(st.sampled_from([*SESSIONS, "nobody"]), max_size=3, unique=True),
+    )
+    def search_sessions(self, seed: int, k: int, sessions: list[str]) -> None:
+        check(self.mem, unit(seed), k, sessions=sessions)
+
+    @precondition(lambda self: bool(self._rowids()))
+    @rule(seed=st.integers(0, 2**32), k=st.integers(1, 12), data=st.data())
+    def search_rowids(self, seed: int, k: int, data: st.DataObject) -> None:
+        ids = data.draw(st.lists(st.sampled_from(self._rowids()), unique=True))
+        sessions = data.draw(st.none() | st.lists(st.sampled_from(SESSIONS), unique=True))
+        check(self.mem, unit(seed), k, sessions=sessions, rowids=ids)
+
+    @rule(seed=st.integers(0, 2**32), k=st.integers(1, 8))
+    def engine_vector_search(self, seed: int, k: int) -> None:
+        query = unit(seed)
+        hits = self.mem.search("q", mode="vector", top_k=k, query_embedding=query.tolist())
+        full = oracle(self.mem, query, 10**9)
+        id_of = dict(self.mem.db.query("SELECT chunk_id, id FROM chunks"))
+        got = [(int(id_of[h.chunk_id]), float(h.breakdown.vector or 0.0)) for h in hits]
+        assert_same_ranking(got, full, k)
+
+    @rule()
+    def size_matches(self) -> None:
+        assert self.mem.index.size() == len(self._rowids())
+
+
+@pytest.mark.parametrize("name", INDEXES)
+def test_index_matches_brute_force_oracle(name: str) -> None:
+    machine = type(f"Machine_{name}", (IndexMachine,), {"index_name": name})
+    run_state_machine_as_test(
+        machine, settings=settings(max_examples=20, stateful_step_count=20, deadline=None)
+    )
+
+
+# -- plain conformance ---------------------------------------------------------------------
+
+
+def test_empty_index(index_name: str) -> None:
+    with engram.open(":memory:", embedder=f"hash:{DIMS}", vector_index=index_name) as mem:
+        assert mem.index.size() == 0
+        assert mem.index.search(unit(1), 5) == []
+        assert mem.search("anything", mode="vector") == []
+
+
+def test_scores_are_cosine_similarities(index_name: str) -> None:
+    with engram.open(":memory:", embedder="hash", vector_index=index_name) as mem:
+        mem.store("s", 1, "exactly this text")
+        mem.store("s", 2, "something unrelated")
+        query = mem.embedder.embed_query("exactly this text")
+        (best_id, best), (_, other) = mem.index.search(query, 2)
+        assert best == pytest.approx(1.0, abs=1e-5)
+        assert -1.0 <= other < 0.5
+        assert mem.db.scalar("SELECT chunk_text FROM chunks WHERE id = ?", (best_id,)) == (
+            "exactly this text"
+        )
+
+
+def test_k_larger_than_the_store_and_zero(index_name: str) -> None:
+    with engram.open(":memory:", embedder=f"hash:{DIMS}", vector_index=index_name) as mem:
+        fill(mem, 7)
+        check(mem, unit(3), 100)
+        assert mem.index.search(unit(3), 0) == []
+        check(mem, unit(4), 3, sessions=[])
+        check(mem, unit(4), 3, rowids=[])
+
+
+def test_rebuild_gives_the_same_results(index_name: str, db_path: Path) -> None:
+    with engram.open(db_path, embedder=f"hash:{DIMS}", vector_index=index_name) as mem:
+        fill(mem, 60)
+        mem.forget("b")
+        before = [mem.index.search(unit(s), 10) for s in range(5)]
+        mem.rebuild_index()
+        assert [mem.index.search(unit(s), 10) for s in range(5)] == before
+        assert mem.index.size() == 45
+
+
+def test_persisted_index_catches_up_after_writes_made_without_it(db_path: Path) -> None:
+    with engram.open(db_path, embedder=f"hash:{DIMS}", vector_index="sqlite-vec") as mem:
+        fill(mem, 20)
+        assert mem.index.size() == 20
+    with engram.open(db_path, vector_index="exact") as mem:  # the vec0 table goes stale
+        mem.forget("a")
+        mem.store("e", 1, "written while sqlite-vec was not looking")
+    with engram.open(db_path, vector_index="sqlite-vec") as mem:
+        assert mem.index.size() == 16
+        for seed in range(5):
+            check(mem, unit(seed), 8)
+        check(mem, unit(9), 8, sessions=["e", "b"])
+        assert_consistent(mem)
+
+
+# -- other writers -------------------------------------------------------------------------
+
+
+def test_second_connection_in_process(index_name: str, db_path: Path) -> None:
+    with (
+        engram.open(db_path, embedder="hash", vector_index=index_name) as first,
+        engram.open(db_path, vector_index=index_name) as second,
+    ):
+        first.store("a", 1, "apples from the first connection")
+        first.store("b", 1, "bananas from the first connection")
+        assert len(first.search("q", mode="vector")) == 2  # warm the index
+        second.store("c", 1, "cherries from the second connection")
+        second.forget("a")
+        hits = first.search("cherries from the second connection", mode="vector")
+        assert hits[0].session_id == "c"
+        assert hits[0].breakdown.vector == pytest.approx(1.0, abs=1e-5)
+        assert {h.session_id for h in hits} == {"b", "c"}
+        assert first.index.size() == 2
+        check(first, first.embedder.embed_query("bananas"), 5)
+        check(first, first.embedder.embed_query("cherries"), 5, sessions=["c"])
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    import engram
+
+    path, index = sys.argv[1], sys.argv[2]
+    with engram.open(path, vector_index=index) as mem:
+        mem.store("c", 1, "cherries from another process")
+        mem.store_many([("d", i, f"durian {i} from another process") for i in range(30)])
+        mem.forget("a")
+    """
+)
+
+
+def test_another_process_writes_and_forgets(index_name: str, db_path: Path) -> None:
+    with engram.open(db_path, embedder="hash", vector_index=index_name) as mem:
+        mem.store("a", 1, "apples from this process")
+        mem.store("b", 1, "bananas from this process")
+        assert len(mem.search("q", mode="vector")) == 2
+        subprocess.run(
+            [sys.executable, "-c", WRITER, str(db_path), index_name],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        hits = mem.search("cherries from another process", mode="vector", top_k=50)
+        assert hits[0].session_id == "c"
+        assert "a" not in {h.session_id for h in hits}
+        assert len(hits) == 32
+        assert mem.index.size() == 32
+        check(mem, mem.embedder.embed_query("durian 7 from another process"), 10)
+        check(mem, unit(5, 256), 10, sessions=["d", "a"])
+        assert mem.search("apples", mode="fts") == []
+        assert_consistent(mem)
+
+
+def test_threads_share_one_engine(index_name: str, db_path: Path) -> None:
+    errors: list[BaseException] = []
+    with engram.open(db_path, embedder=f"hash:{DIMS}", vector_index=index_name) as mem:
+
+        def writer(session: str) -> None:
+            try:
+                for i in range(25):
+                    mem.store(session, i, f"{session} says thing {i}")
+                    if i % 5 == 0:
+                        mem.search(f"thing {i}", session_id=session)
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(f"t{n}",)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert mem.index.size() == 100
+        for seed in range(3):
+            check(mem, unit(seed), 10, sessions=["t1", "t3"])
+        assert_consistent(mem)
