@@ -7,6 +7,7 @@
 ['I moved to Lisbon in May.']
 """
 
+from engram.context import CacheStats, Context, ContextConfig, ContextItem, RerankWeights
 from engram.embed import Embedder, HashEmbedder, StaticEmbedder, register_embedder
 from engram.engine import Engram, open
 from engram.errors import (
@@ -17,9 +18,18 @@ from engram.errors import (
     EngramError,
     InvalidInputError,
     LimitExceededError,
+    LLMError,
     NotFoundError,
     SchemaError,
     StorageError,
+)
+from engram.manage import (
+    ConsolidationRecord,
+    ConsolidationReport,
+    DecayPolicy,
+    Quota,
+    QuotaUsage,
+    SweepResult,
 )
 from engram.memory import (
     Fact,
@@ -47,8 +57,15 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendUnavailableError",
+    "CacheStats",
     "ConfigError",
     "ConflictError",
+    "ConsolidationRecord",
+    "ConsolidationReport",
+    "Context",
+    "ContextConfig",
+    "ContextItem",
+    "DecayPolicy",
     "Embedder",
     "EmbeddingError",
     "Engram",
@@ -57,6 +74,7 @@ __all__ = [
     "FactVersion",
     "HashEmbedder",
     "InvalidInputError",
+    "LLMError",
     "LimitExceededError",
     "MemoryHit",
     "MemoryHybridQueryRequest",
@@ -64,6 +82,9 @@ __all__ = [
     "MemoryRecord",
     "NotFoundError",
     "Note",
+    "Quota",
+    "QuotaUsage",
+    "RerankWeights",
     "SchemaError",
     "ScoreBreakdown",
     "ScratchpadState",
@@ -77,6 +98,7 @@ __all__ = [
     "SummaryContext",
     "SummaryState",
     "SummaryWriteOutcome",
+    "SweepResult",
     "__version__",
     "open",
     "register_embedder",

@@ -11,7 +11,8 @@
     ├── StorageError                 storage         500   6
     │   └── SchemaError              schema          500   6
     ├── EmbeddingError               embedding       502   7
-    └── BackendUnavailableError      unavailable     503   8
+    ├── BackendUnavailableError      unavailable     503   8
+    └── LLMError                     llm             502   9
 
 ``code`` is a stable wire name (HTTP bodies, tool results, ``--json`` CLI output); the
 HTTP status and the CLI exit code travel with the class so every interface maps errors
@@ -29,6 +30,7 @@ __all__ = [
     "EmbeddingError",
     "EngramError",
     "InvalidInputError",
+    "LLMError",
     "LimitExceededError",
     "NotFoundError",
     "SchemaError",
@@ -121,6 +123,18 @@ class BackendUnavailableError(EngramError):
     code = "unavailable"
     http_status = 503
     exit_code = 8
+
+
+class LLMError(EngramError):
+    """A language-model call failed: transport, HTTP status, or an answer that broke its contract.
+
+    ``details["reason"]`` says which (``timeout``, ``connection``, ``http_status``,
+    ``malformed_json``, ``schema_invalid``...); see ``docs/llm.md``.
+    """
+
+    code = "llm"
+    http_status = 502
+    exit_code = 9
 
 
 def _jsonable(value: Any) -> Any:

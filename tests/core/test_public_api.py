@@ -22,6 +22,11 @@ PUBLIC_MODULES = [
     "engram.index",
     "engram.storage",
     "engram.tokens",
+    "engram.memory",
+    "engram.tools",
+    "engram.scheduler",
+    "engram.context",
+    "engram.llm",
 ]
 
 

@@ -328,6 +328,7 @@ def demo(db_path: str) -> None:
 _OPTIONAL_COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("engram.cli.schedule", ("schedule",)),
     ("engram.cli.memory", ("notes", "scratchpad", "facts", "summary")),
+    ("engram.cli.jobs", ("jobs",)),
 )
 
 

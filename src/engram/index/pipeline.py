@@ -11,6 +11,7 @@ from typing import Any
 from engram.errors import InvalidInputError, LimitExceededError
 from engram.index.chunking import ChunkSpec, chunk_text, content_hash
 from engram.index.extract import extract_role, extract_text
+from engram.manage.importance import DEFAULT_IMPORTANCE, check_importance, role_importance
 
 __all__ = [
     "MAX_DEPTH",
@@ -44,6 +45,10 @@ class PreparedEvent:
     sequence: int
     payload_json: str
     chunks: tuple[PreparedChunk, ...]
+    # Memory management (docs/memory-management.md): every chunk of the event starts
+    # with this importance and expiry (ISO-8601 UTC text, None = never).
+    importance: float = DEFAULT_IMPORTANCE
+    expires_at: str | None = None
 
 
 def check_id(value: Any, what: str) -> str:
@@ -131,8 +136,13 @@ def prepare_event(
     metadata: Mapping[str, Any] | None = None,
     tags: Sequence[str] | None = None,
     spec: ChunkSpec = ChunkSpec(),
+    importance: float | None = None,
+    expires_at: str | None = None,
 ) -> PreparedEvent:
-    """Validate an event and compute its chunks (text, hash, metadata)."""
+    """Validate an event and compute its chunks (text, hash, metadata).
+
+    ``importance`` (in [0, 1]) defaults to the role's (see :mod:`engram.manage.importance`).
+    """
     check_id(session_id, "session_id")
     if isinstance(sequence, bool) or not isinstance(sequence, int):
         raise InvalidInputError(f"sequence must be an integer, not {type(sequence).__name__}")
@@ -159,4 +169,10 @@ def prepare_event(
         PreparedChunk(text, content_hash(text), meta_json)
         for text in chunk_text(extract_text(payload), spec)
     )
-    return PreparedEvent(session_id, sequence, payload_json, chunks)
+    role_meta = meta.get("role")
+    weight = (
+        role_importance(role_meta if isinstance(role_meta, str) else None)
+        if importance is None
+        else check_importance(importance)
+    )
+    return PreparedEvent(session_id, sequence, payload_json, chunks, weight, expires_at)

@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from engram.errors import ConflictError, InvalidInputError, LimitExceededError, NotFoundError
 from engram.index.chunking import chunk_text
 from engram.index.pipeline import PreparedEvent, check_id, dump_json, normalize_tags
+from engram.manage.importance import DEFAULT_IMPORTANCE, check_importance, expires_at
+from engram.manage.marks import event_state, restore_state
+from engram.manage.quota import enforce_quotas
 from engram.memory._write import check_text, embed_texts, next_sequence, scoped_chunks
 from engram.memory.facts import facts_session
 from engram.memory.types import MemoryHit, Note
@@ -96,11 +100,28 @@ def store_note(
     *,
     source: str | None = None,
     tags: Sequence[str] | None = None,
+    importance: float | None = None,
+    ttl: float | timedelta | None = None,
 ) -> Note:
-    """Create the note, or replace it if ``note_id`` exists (keeping ``created_at``)."""
+    """Create the note, or replace it if ``note_id`` exists (keeping ``created_at``).
+
+    ``importance`` (in [0, 1]) defaults to 0.5, or to the replaced note's; ``ttl``
+    (seconds or a timedelta) makes it expire, else it keeps the replaced note's expiry.
+    A replaced note keeps its pin (see docs/memory-management.md).
+    """
     check_id(session_id, "session_id")
     check_id(note_id, "note_id")
-    return _put(engine, session_id, note_id, _content(content), _source(source), _tags(tags))
+    weight = None if importance is None else check_importance(importance)
+    return _put(
+        engine,
+        session_id,
+        note_id,
+        _content(content),
+        _source(source),
+        _tags(tags),
+        importance=weight,
+        expires=expires_at(ttl),
+    )
 
 
 def update_note(
@@ -262,6 +283,8 @@ def _put(
     tags: list[str],
     *,
     expect_sequence: int | None = None,
+    importance: float | None = None,
+    expires: str | None = None,
 ) -> Note:
     texts = chunk_text(content, engine.chunk_spec)
     if not texts:
@@ -277,9 +300,15 @@ def _put(
                 note_id=note_id,
             )
         created_at = now
+        kept = None
         if row is not None:
             created_at = str(json.loads(row[1]).get("created_at") or now)
+            kept = event_state(db, session_id, int(row[0]))
             _delete_rows(db, session_id, note_id, int(row[0]))
+        if importance is None:
+            importance = DEFAULT_IMPORTANCE if kept is None else kept.importance
+        if expires is None and kept is not None:
+            expires = kept.expires_at
         sequence = next_sequence(db, session_id)
         fields: dict[str, Any] = {
             "kind": "note",
@@ -292,11 +321,14 @@ def _put(
         }
         payload = dump_json({**fields, "content": content}, "note")
         chunks = scoped_chunks(texts, f"note\x00{note_id}", dump_json(fields, "note metadata"))
-        event = PreparedEvent(session_id, sequence, payload, chunks)
+        event = PreparedEvent(session_id, sequence, payload, chunks, importance, expires)
         # No neighbour context: a note's chunks must hold only its own text, so that
         # deleting one note leaves none of it in another note's FTS row.
         log.write_event(db, event, vectors, engine.embedder.model_id, now, neighbor_context=False)
         db.execute(INSERT_NOTE, (session_id, note_id, sequence))
+        if kept is not None:
+            restore_state(db, session_id, sequence, kept)
+        enforce_quotas(db, [session_id], [(session_id, sequence)], now)
     engine.index.invalidate()
     return Note(session_id, note_id, content, source, tuple(tags), created_at, now, sequence)
 

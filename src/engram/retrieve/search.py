@@ -6,7 +6,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 
@@ -14,12 +14,17 @@ from engram.embed.base import Embedder, Vector, normalize
 from engram.errors import EmbeddingError, EngramError, InvalidInputError
 from engram.index.chunking import normalize_text
 from engram.index.pipeline import check_id, normalize_tags
+from engram.manage.expiry import hidden_rowids
+from engram.retrieve.degraded import degrade
 from engram.retrieve.fts import fts_search, session_clause, tag_clause
 from engram.retrieve.fusion import Fused, rrf_fusion, weighted_fusion
-from engram.storage.db import Database
+from engram.storage.db import Database, utcnow
 from engram.storage.log import chunk_rows
 from engram.types import FusionMode, ScoreBreakdown, SearchHit, SearchMode
 from engram.vector.base import VectorFilter, VectorIndex
+
+if TYPE_CHECKING:
+    from engram.retrieve.lexical import Bm25Index
 
 __all__ = ["MAX_TOP_K", "SearchRequest", "SearchResults", "run_search"]
 
@@ -135,55 +140,82 @@ def _embedding(value: Any, dims: int) -> Vector | None:
 
 
 def run_search(
-    db: Database, index: VectorIndex, embedder: Embedder, req: SearchRequest
+    db: Database,
+    index: VectorIndex,
+    embedder: Embedder,
+    req: SearchRequest,
+    lexical: Bm25Index | None = None,
 ) -> SearchResults:
-    """Run both legs as the mode asks, fuse, and build hits."""
+    """Run both legs as the mode asks, fuse, and build hits.
+
+    The BM25 leg runs on the in-memory ``lexical`` index when given, else on FTS5.
+    """
     pool = max(req.top_k * 3, MIN_CANDIDATES)
+    # Expired chunks are hidden until the sweep deletes them (docs/memory-management.md):
+    # each leg over-fetches by how many there are (usually none) and drops them, so
+    # its top `pool` stays exact.
+    hidden = hidden_rowids(db, utcnow())
+    fetch = pool + len(hidden)
     mode: str = req.mode
     degraded: str | None = None
     vector_hits: list[tuple[int, float]] = []
     fts_hits: list[tuple[int, float]] = []
+    where = _filter(db, req)
+    if where is not None and where.rowids is not None and len(where.rowids) == 0:
+        return SearchResults([], mode=mode)
     if req.mode in ("vector", "hybrid"):
         try:
-            vector_hits = _vector_leg(db, index, embedder, req, pool)
+            vector_hits = _vector_leg(index, embedder, req, fetch, where)
         except EmbeddingError as exc:
             if req.mode == "vector":
                 raise
             mode, degraded = "fts", f"vector search unavailable: {exc.message}"
     if mode in ("fts", "hybrid"):
-        fts_hits = fts_search(db, req.query, pool, session_ids=req.session_ids, tags=req.tags)
+        if lexical is not None:
+            fts_hits = lexical.search(req.query, fetch, where=where)
+        else:
+            fts_hits = fts_search(db, req.query, fetch, session_ids=req.session_ids, tags=req.tags)
+    if hidden:
+        vector_hits = [h for h in vector_hits if h[0] not in hidden][:pool]
+        fts_hits = [h for h in fts_hits if h[0] not in hidden][:pool]
     if req.fusion == "rrf":
         fused = rrf_fusion(vector_hits, fts_hits, req.vector_weight, req.fts_weight)
     elif mode == "hybrid":
         fused = weighted_fusion(vector_hits, fts_hits, req.vector_weight, req.fts_weight)
     else:  # a single leg: its own min-max normalised score, weight 1
         fused = weighted_fusion(vector_hits, fts_hits, 1.0, 1.0)
+    # Vectors missing (embedder down, jobs pending): see engram.retrieve.degraded.
+    fused, degraded = degrade(db, fused, fts_hits, req, mode=mode, degraded=degraded)
     return SearchResults(_hits(db, fused, req), mode=mode, degraded=degraded)
 
 
+def _filter(db: Database, req: SearchRequest) -> VectorFilter | None:
+    """Sessions filter in memory; tag filters run in SQL and become allowed rowids."""
+    if req.tags:
+        s_sql, s_params = session_clause(req.session_ids)
+        t_sql, t_params = tag_clause(req.tags)
+        rows = db.query(f"SELECT c.id FROM chunks AS c WHERE 1{s_sql}{t_sql}", s_params + t_params)
+        return VectorFilter(rowids=np.array([r[0] for r in rows], dtype=np.int64))
+    if req.session_ids is not None:
+        return VectorFilter(session_ids=req.session_ids)
+    return None
+
+
 def _vector_leg(
-    db: Database, index: VectorIndex, embedder: Embedder, req: SearchRequest, pool: int
+    index: VectorIndex,
+    embedder: Embedder,
+    req: SearchRequest,
+    pool: int,
+    where: VectorFilter | None,
 ) -> list[tuple[int, float]]:
     query_vec = req.query_embedding
     if query_vec is None:
         try:
-            # Embed what documents are embedded from: normalised text (no NUL, no lone
-            # surrogates, which tokenizers and remote APIs reject).
             query_vec = embedder.embed_query(normalize_text(req.query))
         except EngramError:
             raise
         except Exception as exc:  # a provider's own failure
             raise EmbeddingError(f"query embedding failed: {exc}") from exc
-    where = None
-    if req.tags:
-        s_sql, s_params = session_clause(req.session_ids)
-        t_sql, t_params = tag_clause(req.tags)
-        rows = db.query(f"SELECT c.id FROM chunks AS c WHERE 1{s_sql}{t_sql}", s_params + t_params)
-        where = VectorFilter(rowids=np.array([r[0] for r in rows], dtype=np.int64))
-        if len(rows) == 0:
-            return []
-    elif req.session_ids is not None:
-        where = VectorFilter(session_ids=req.session_ids)
     return index.search(query_vec, pool, where=where)
 
 

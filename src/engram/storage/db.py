@@ -60,6 +60,7 @@ class Database:
             raise StorageError(f"cannot open database {self.path!r}: {exc}") from exc
         self._lock = threading.RLock()
         self._depth = 0
+        self._commits = 0
         self._closed = False
         self.extensions: set[str] = set()
 
@@ -103,6 +104,14 @@ class Database:
         """``PRAGMA data_version``: changes when another connection commits."""
         return int(self.scalar("PRAGMA data_version"))
 
+    def change_token(self) -> tuple[int, int]:
+        """Changes whenever anything committed: another connection or this one.
+
+        ``data_version`` alone misses this connection's own commits; derived indexes
+        compare this token to know when to catch up, whoever wrote.
+        """
+        return self.data_version(), self._commits
+
     # -- transactions -------------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -131,6 +140,28 @@ class Database:
             self._depth -= 1
             with _translate():
                 self._conn.execute("COMMIT" if depth == 0 else f"RELEASE {name}")
+            if depth == 0:
+                self._commits += 1
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[Database]:
+        """A read transaction: every query inside sees one consistent state.
+
+        Inside :meth:`atomic` (or another snapshot) it adds nothing.
+        """
+        with self._lock:
+            if self._depth > 0:
+                yield self
+                return
+            with _translate():
+                self._conn.execute("BEGIN")
+            self._depth += 1
+            try:
+                yield self
+            finally:
+                self._depth -= 1
+                with contextlib.suppress(apsw.Error):
+                    self._conn.execute("COMMIT")
 
     @property
     def in_transaction(self) -> bool:
@@ -149,6 +180,11 @@ class Database:
             finally:
                 self._conn.enable_load_extension(False)
         self.extensions.add(name)
+
+    def fts5_tokenizer(self, name: str, args: list[str]) -> Any:
+        """An FTS5 tokenizer of this connection, callable from Python (apsw)."""
+        with self._lock, _translate():
+            return self._conn.fts5_tokenizer(name, args)
 
     def close(self) -> None:
         with self._lock:

@@ -52,12 +52,22 @@ ON CONFLICT (session_id) DO UPDATE SET
 
 FIND_CHUNK = "SELECT id FROM chunks WHERE session_id = ? AND content_hash = ?"
 
-EXTEND_CHUNK = "UPDATE chunks SET sequence_end = max(sequence_end, ?) WHERE id = ?"
+# A chunk shared by several events keeps the highest importance, and expires only when
+# every event holding it has (NULL = never; see docs/memory-management.md).
+EXTEND_CHUNK = """
+UPDATE chunks SET
+    sequence_end = max(sequence_end, ?1),
+    importance = max(importance, ?2),
+    expires_at = CASE WHEN expires_at IS NULL OR ?3 IS NULL THEN NULL
+                      ELSE max(expires_at, ?3) END
+WHERE id = ?4
+"""
 
 INSERT_CHUNK = """
 INSERT INTO chunks (chunk_id, session_id, chunk_text, content_hash, sequence_start,
-                    sequence_end, metadata_json, created_at, context_before)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    sequence_end, metadata_json, created_at, context_before,
+                    importance, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING id
 """
 
@@ -76,6 +86,12 @@ WHERE session_id = ? AND sequence_end = ? AND context_after = ''
 
 INSERT_VECTOR = """
 INSERT INTO chunks_vec (chunk_rowid, embedding_blob, embedding_model) VALUES (?, ?, ?)
+"""
+
+# Background indexing (docs/background-indexing.md): a job embeds the chunk later.
+ENQUEUE_JOB = """
+INSERT INTO memory_jobs (chunk_rowid, status, next_retry_at, created_at, updated_at)
+VALUES (?1, 'pending', ?2, ?2, ?2)
 """
 
 LIST_SESSIONS = """
@@ -97,7 +113,7 @@ def chunk_id_for(session_id: str, chunk_hash: str) -> str:
 def write_event(
     db: Database,
     event: PreparedEvent,
-    vectors: npt.NDArray[np.float32],
+    vectors: npt.NDArray[np.float32] | None,
     model_id: str,
     now: str,
     *,
@@ -112,6 +128,9 @@ def write_event(
     With ``neighbor_context`` the new chunks carry the tail of the session's previous
     event as ``context_before``, and that event's chunks get the head of this one as
     ``context_after`` (both indexed by FTS5 with low weights).
+
+    ``vectors=None`` (background indexing) enqueues a ``memory_jobs`` row for each new
+    chunk instead of inserting its vector, in the same transaction.
     """
     db.execute(UPSERT_SESSION, (event.session_id, agent_identity, now))
     last = db.scalar(MAX_SEQUENCE, (event.session_id,))
@@ -132,10 +151,11 @@ def write_event(
         head = event.chunks[0].text[:CONTEXT_CHARS]
         db.execute(SET_CONTEXT_AFTER, (head, event.session_id, last))
     added = 0
-    for chunk, vector in zip(event.chunks, vectors, strict=True):
+    rows: list[Any] = [None] * len(event.chunks) if vectors is None else list(vectors)
+    for chunk, vector in zip(event.chunks, rows, strict=True):
         existing = db.scalar(FIND_CHUNK, (event.session_id, chunk.content_hash))
         if existing is not None:
-            db.execute(EXTEND_CHUNK, (event.sequence, existing))
+            db.execute(EXTEND_CHUNK, (event.sequence, event.importance, event.expires_at, existing))
             continue
         rowid = db.scalar(
             INSERT_CHUNK,
@@ -149,9 +169,14 @@ def write_event(
                 chunk.metadata_json,
                 now,
                 before,
+                event.importance,
+                event.expires_at,
             ),
         )
-        db.execute(INSERT_VECTOR, (rowid, np.asarray(vector, dtype="<f4").tobytes(), model_id))
+        if vector is None:
+            db.execute(ENQUEUE_JOB, (rowid, now))
+        else:
+            db.execute(INSERT_VECTOR, (rowid, np.asarray(vector, dtype="<f4").tobytes(), model_id))
         added += 1
     return added
 

@@ -5,15 +5,21 @@ can always be rebuilt. Indexes catch up lazily before each search (``PRAGMA
 data_version`` tells when another connection committed), so they stay correct when
 another process writes the same file.
 
+Catching up relies on chunk ids only growing: new vectors are the ids above the highest
+an index holds, and a row count reveals deletions. Vectors that arrive out of id order
+(background indexing, repairs) or are rewritten in place are logged in
+``chunks_vec_changes`` by triggers (migration 0005); indexes re-read the logged ids.
+
 Score contract: ``search`` returns ``(chunk_rowid, cosine_similarity)`` pairs, best
 first, similarity in [-1, 1] (vectors are L2-normalised).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +27,15 @@ import numpy.typing as npt
 from engram.embed.base import Vector
 from engram.storage.db import Database
 
-__all__ = ["VectorFilter", "VectorIndex", "VectorRows", "fetch_rows_after", "vector_stats"]
+__all__ = [
+    "VectorFilter",
+    "VectorIndex",
+    "VectorRows",
+    "changes_since",
+    "fetch_rows",
+    "fetch_rows_after",
+    "vector_stats",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +89,45 @@ def fetch_rows_after(db: Database, after: int, dims: int) -> VectorRows:
         "ORDER BY v.chunk_rowid",
         (after,),
     )
+    return _rows(rows, dims)
+
+
+def fetch_rows(db: Database, rowids: Sequence[int], dims: int) -> VectorRows:
+    """The vectors of ``rowids`` that exist, in id order."""
+    rows = db.query(
+        "SELECT v.chunk_rowid, v.embedding_blob, c.session_id FROM chunks_vec AS v "
+        "JOIN chunks AS c ON c.id = v.chunk_rowid "
+        "WHERE v.chunk_rowid IN (SELECT value FROM json_each(?)) ORDER BY v.chunk_rowid",
+        (json.dumps([int(r) for r in rowids]),),
+    )
+    return _rows(rows, dims)
+
+
+def changes_since(db: Database, seen: int | None) -> tuple[int, list[int] | None]:
+    """``(newest_seq, rowids)`` logged in ``chunks_vec_changes`` after ``seen``.
+
+    The log holds vectors inserted below the newest chunk id and vectors rewritten in
+    place: changes "new ids above the highest held" cannot see (migration 0005).
+    ``seen=None`` (an empty index about to load everything) returns no ids. ``rowids``
+    is None when the log was pruned past ``seen``: the caller must rebuild.
+    """
+    row = db.query_one(
+        "SELECT coalesce(max(seq), 0), coalesce(min(seq), 0) FROM chunks_vec_changes"
+    )
+    assert row is not None
+    newest, oldest = int(row[0]), int(row[1])
+    if seen is None or newest <= seen:
+        return newest, []
+    if seen < oldest - 1:
+        return newest, None
+    ids = db.query(
+        "SELECT DISTINCT chunk_rowid FROM chunks_vec_changes WHERE seq > ? AND seq <= ?",
+        (seen, newest),
+    )
+    return newest, [int(r[0]) for r in ids]
+
+
+def _rows(rows: Sequence[Sequence[Any]], dims: int) -> VectorRows:
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     if rows:
         matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(-1, dims)

@@ -1,8 +1,10 @@
 """The default vector index: exact cosine search over an in-memory numpy matrix.
 
 It mirrors ``chunks_vec``. Catching up is incremental: chunk ids only grow
-(AUTOINCREMENT), so new vectors are those above the highest id held; if the count then
-disagrees with SQLite, some were deleted, and the id list is re-read to drop them.
+(AUTOINCREMENT), so new vectors are those above the highest id held; vectors that
+arrived out of id order or were rewritten are re-read from ``chunks_vec_changes``; if
+the count then disagrees with SQLite, some were deleted, and the id list is re-read to
+drop them.
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ import numpy.typing as npt
 
 from engram.embed.base import Vector
 from engram.storage.db import Database
-from engram.vector.base import VectorFilter, fetch_rows_after, vector_stats
+from engram.vector.base import (
+    VectorFilter,
+    changes_since,
+    fetch_rows,
+    fetch_rows_after,
+    vector_stats,
+)
 
 __all__ = ["ExactIndex"]
 
@@ -39,6 +47,8 @@ class ExactIndex:
         self._codes = np.zeros(0, dtype=np.int32)
         self._n = 0
         self._session_codes: dict[str, int] = {}
+        self._max_id = 0
+        self._changes_seen: int | None = None
         self._data_version: int | None = None
         self._dirty = True
 
@@ -57,22 +67,51 @@ class ExactIndex:
         if not self._dirty and version == self._data_version:
             return
         count, _ = vector_stats(self._db)
-        last = int(self._ids[self._n - 1]) if self._n else 0
-        batch = fetch_rows_after(self._db, last, self._dims)
+        seen, changed = changes_since(self._db, self._changes_seen)
+        if changed is None:  # the change log was pruned past what we saw: reload all
+            self._reset()
+        before = self._max_id
+        batch = fetch_rows_after(self._db, before, self._dims)
         if len(batch.ids):
-            codes = np.fromiter(
-                (
-                    self._session_codes.setdefault(s, len(self._session_codes))
-                    for s in batch.sessions
-                ),
-                dtype=np.int32,
-                count=len(batch.sessions),
-            )
-            self._append(batch.ids, batch.matrix, codes)
+            self._append(batch.ids, batch.matrix, self._codes_for(batch.sessions))
+        # Ids above ``before`` were just read, after the log was: already current.
+        changed = [r for r in changed or () if r <= before]
+        if changed:
+            self._reload(changed)
         if self._n != count:
             self._drop_deleted()
+        self._changes_seen = seen
         self._data_version = version
         self._dirty = False
+
+    def _codes_for(self, sessions: list[str]) -> npt.NDArray[np.int32]:
+        return np.fromiter(
+            (self._session_codes.setdefault(s, len(self._session_codes)) for s in sessions),
+            dtype=np.int32,
+            count=len(sessions),
+        )
+
+    def _reload(self, rowids: list[int]) -> None:
+        """Re-read logged ids: replace held vectors, add missing ones, drop deleted ones."""
+        batch = fetch_rows(self._db, rowids, self._dims)
+        held = self._ids[: self._n]
+        hits = np.flatnonzero(np.isin(held, np.asarray(rowids, dtype=np.int64)))
+        positions = {int(held[i]): int(i) for i in hits}
+        codes = self._codes_for(batch.sessions)
+        fresh: list[int] = []
+        for j, rowid in enumerate(batch.ids.tolist()):
+            at = positions.pop(int(rowid), None)
+            if at is None:
+                fresh.append(j)
+            else:
+                self._matrix[at] = batch.matrix[j]
+                self._codes[at] = codes[j]
+        if fresh:
+            self._append(batch.ids[fresh], batch.matrix[fresh], codes[fresh])
+        if positions:  # logged ids whose vector is gone
+            keep = np.ones(self._n, dtype=np.bool_)
+            keep[list(positions.values())] = False
+            self._compact(keep)
 
     def _append(
         self,
@@ -92,17 +131,22 @@ class ExactIndex:
         self._codes[self._n : need] = codes
         self._matrix[self._n : need] = matrix
         self._n = need
+        self._max_id = max(self._max_id, int(ids.max()))
 
     def _drop_deleted(self) -> None:
         alive = np.array(
             [r[0] for r in self._db.query("SELECT chunk_rowid FROM chunks_vec")], dtype=np.int64
         )
-        keep = np.isin(self._ids[: self._n], alive, assume_unique=True)
+        self._compact(np.isin(self._ids[: self._n], alive, assume_unique=True))
+
+    def _compact(self, keep: npt.NDArray[np.bool_]) -> None:
         n = int(keep.sum())
         self._ids = self._ids[: self._n][keep].copy()
         self._codes = self._codes[: self._n][keep].copy()
         self._matrix = self._matrix[: self._n][keep].copy()
         self._n = n
+        # The highest id may be gone: lower the mark so a re-inserted vector is fetched.
+        self._max_id = int(self._ids.max()) if n else 0
 
     # -- searching ----------------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 The ``vec0`` table (``chunks_vec_index``) is derived from ``chunks_vec`` and catches up
 before each search, like the in-memory index; it persists between runs, so a cold open
-does not reload every vector into memory.
+does not reload every vector into memory. How far it has applied the
+``chunks_vec_changes`` log is kept in ``store_meta`` next to it.
 """
 
 from __future__ import annotations
@@ -13,11 +14,18 @@ import threading
 from engram.embed.base import Vector, to_blob
 from engram.errors import BackendUnavailableError
 from engram.storage.db import Database
-from engram.vector.base import VectorFilter, vector_stats
+from engram.vector.base import VectorFilter, changes_since, vector_stats
 
 __all__ = ["SqliteVecIndex"]
 
 TABLE = "chunks_vec_index"
+CHANGES_SEEN = "sqlite_vec_changes_seen"
+
+_INSERT_FROM_SOURCE = (
+    f"INSERT INTO {TABLE} (rowid, embedding, session_id) "
+    "SELECT v.chunk_rowid, v.embedding_blob, c.session_id "
+    "FROM chunks_vec AS v JOIN chunks AS c ON c.id = v.chunk_rowid "
+)
 MAX_K = 4096  # sqlite-vec's limit on k
 
 
@@ -44,6 +52,7 @@ class SqliteVecIndex:
             stored = self._db.scalar("SELECT value FROM store_meta WHERE key = 'sqlite_vec_dims'")
             if stored is not None and int(stored) != self._dims:
                 self._db.execute(f"DROP TABLE IF EXISTS {TABLE}")
+                self._db.execute("DELETE FROM store_meta WHERE key = ?", (CHANGES_SEEN,))
             self._db.execute(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING vec0("
                 f"embedding float[{self._dims}] distance_metric=cosine, session_id text)"
@@ -59,6 +68,8 @@ class SqliteVecIndex:
     def rebuild(self) -> None:
         with self._lock, self._db.atomic():
             self._db.execute(f"DELETE FROM {TABLE}")
+            newest, _ = changes_since(self._db, None)
+            self._set_changes_seen(newest)  # a full reload covers every logged change
             self._dirty = True
             self._catch_up()
 
@@ -66,25 +77,68 @@ class SqliteVecIndex:
         version = self._db.data_version()
         if not self._dirty and version == self._data_version:
             return
-        src_count, src_max = vector_stats(self._db)
-        row = self._db.query_one(f"SELECT count(*), coalesce(max(rowid), 0) FROM {TABLE}")
-        assert row is not None
-        idx_count, idx_max = int(row[0]), int(row[1])
-        if (src_count, src_max) != (idx_count, idx_max):
-            with self._db.atomic():
-                if src_max > idx_max:
-                    self._db.execute(
-                        f"INSERT INTO {TABLE} (rowid, embedding, session_id) "
-                        "SELECT v.chunk_rowid, v.embedding_blob, c.session_id "
-                        "FROM chunks_vec AS v JOIN chunks AS c ON c.id = v.chunk_rowid "
-                        "WHERE v.chunk_rowid > ?",
-                        (idx_max,),
-                    )
+        if not self._behind():
+            self._data_version = version
+            self._dirty = False
+            return
+        # Re-read inside the write transaction: another process may be catching up the
+        # same persistent table, and both must not insert the same new rows.
+        with self._db.atomic():
+            src_count, src_max = vector_stats(self._db)
+            idx_count, idx_max = self._index_stats()
+            if src_max > idx_max:
+                self._db.execute(_INSERT_FROM_SOURCE + "WHERE v.chunk_rowid > ?", (idx_max,))
+            changed = self._apply_changes(idx_max)
+            if changed or (src_count, src_max) != (idx_count, idx_max):
                 self._db.execute(
                     f"DELETE FROM {TABLE} WHERE rowid NOT IN (SELECT chunk_rowid FROM chunks_vec)"
                 )
         self._data_version = self._db.data_version()
         self._dirty = False
+
+    def _behind(self) -> bool:
+        """Whether the table misses something (read-only checks: no write lock)."""
+        if vector_stats(self._db) != self._index_stats():
+            return True
+        newest, _ = changes_since(self._db, None)
+        return newest != self._changes_seen()
+
+    def _index_stats(self) -> tuple[int, int]:
+        row = self._db.query_one(f"SELECT count(*), coalesce(max(rowid), 0) FROM {TABLE}")
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    def _changes_seen(self) -> int:
+        value = self._db.scalar("SELECT value FROM store_meta WHERE key = ?", (CHANGES_SEEN,))
+        return int(value or 0)
+
+    def _apply_changes(self, fresh_above: int) -> bool:
+        """Re-read the ids logged in ``chunks_vec_changes`` since this table last did.
+
+        Ids above ``fresh_above`` were just copied in this transaction: already current.
+        """
+        seen = self._changes_seen()
+        newest, ids = changes_since(self._db, seen)
+        if newest == seen:
+            return False
+        if ids is not None:
+            ids = [i for i in ids if i <= fresh_above]
+        if ids is None:  # the log was pruned past what this table saw: reload all
+            self._db.execute(f"DELETE FROM {TABLE}")
+            self._db.execute(_INSERT_FROM_SOURCE + "WHERE 1")
+        elif ids:
+            self._db.executemany(f"DELETE FROM {TABLE} WHERE rowid = ?", [(i,) for i in ids])
+            self._db.execute(
+                _INSERT_FROM_SOURCE + "WHERE v.chunk_rowid IN (SELECT value FROM json_each(?))",
+                (json.dumps(ids),),
+            )
+        self._set_changes_seen(newest)
+        return True
+
+    def _set_changes_seen(self, seq: int) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO store_meta (key, value) VALUES (?, ?)", (CHANGES_SEEN, str(seq))
+        )
 
     def size(self) -> int:
         with self._lock:

@@ -93,3 +93,19 @@ CREATE TABLE store_meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+
+-- Text changes to chunks (updates of indexed text, deletions), for derived lexical
+-- indexes to catch up exactly. Insertions need no log: chunk ids only grow. Pruned by
+-- the write path; a reader that fell behind the pruned range rebuilds.
+CREATE TABLE chunks_changes (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    chunk_rowid INTEGER NOT NULL,
+    op          TEXT NOT NULL CHECK (op IN ('u', 'd'))
+);
+CREATE TRIGGER chunks_changes_au AFTER UPDATE OF chunk_text, context_before, context_after
+ON chunks BEGIN
+    INSERT INTO chunks_changes (chunk_rowid, op) VALUES (old.id, 'u');
+END;
+CREATE TRIGGER chunks_changes_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_changes (chunk_rowid, op) VALUES (old.id, 'd');
+END;

@@ -1,0 +1,242 @@
+"""LoCoMo retrieval benchmark: does Engram find the evidence turns for each question?
+
+One store per conversation; every turn is one event in its session, stored as
+``[session date] Speaker: text`` (plus ``[image: caption]`` when the turn shares a
+photo), with ``dia_id``, ``speaker`` and ``date`` in metadata. Each question's text is
+the query over the whole conversation. A hit is an evidence ``dia_id`` inside a
+retrieved chunk; recall@k is the fraction of a question's evidence found in the top k.
+
+    python benchmarks/locomo.py --data ../shared/data/locomo/locomo10.json [--json]
+
+The data (CC BY-NC 4.0) is read from its path and never copied into this repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import emit_json, machine_info, print_table
+
+import engram
+from engram.tokens import estimate_tokens
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
+KS = (5, 10, 25, 50)
+BUDGETS = (1000, 2000)
+HIT_OVERHEAD_TOKENS = 4
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+METRICS = [f"r@{k}" for k in KS] + [f"r@{b}tok" for b in BUDGETS] + ["ndcg@10", "mrr"]
+ANCHORS = {
+    "DRAGON (paper)": {"r@5": 0.567, "r@10": 0.662, "r@25": 0.767, "r@50": 0.827},
+    "BM25+date (paper)": {"r@5": 0.543, "r@10": 0.611, "r@25": 0.692, "r@50": 0.735},
+}
+_DIA = re.compile(r"D\d+:\d+")
+
+
+def turn_text(turn: dict[str, Any], date: str, *, date_in_text: bool) -> str:
+    text = f"{turn['speaker']}: {turn.get('text', '')}"
+    if turn.get("blip_caption"):
+        text += f" [image: {turn['blip_caption']}]"
+    return f"[{date}] {text}" if date_in_text else text
+
+
+def load_conversation(mem: engram.Engram, conv: dict[str, Any], *, date_in_text: bool) -> int:
+    """Store every turn; returns the number of turns."""
+    c = conv["conversation"]
+    events: list[tuple[str, int, Any, dict[str, Any]]] = []
+    n = 1
+    while f"session_{n}" in c:
+        date = c.get(f"session_{n}_date_time", "")
+        for seq, turn in enumerate(c[f"session_{n}"], start=1):
+            meta = {"dia_id": turn["dia_id"], "speaker": turn["speaker"], "date": date}
+            text = turn_text(turn, date, date_in_text=date_in_text)
+            events.append((f"session_{n}", seq, text, meta))
+        n += 1
+    mem.store_many(events)
+    return len(events)
+
+
+def evidence_ids(qa: dict[str, Any]) -> set[str]:
+    return {m for ev in qa.get("evidence", []) for m in _DIA.findall(str(ev))}
+
+
+def pack(texts: list[str], budget: int) -> list[int]:
+    """Indexes of ranked hits that fit in ``budget`` tokens (skip what doesn't fit)."""
+    used, kept = 0, []
+    for i, text in enumerate(texts):
+        cost = estimate_tokens(text) + HIT_OVERHEAD_TOKENS
+        if used + cost <= budget:
+            kept.append(i)
+            used += cost
+    return kept
+
+
+def score_question(ranked: list[set[str]], texts: list[str], gold: set[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k in KS:
+        found = set().union(*ranked[:k]) & gold if ranked[:k] else set()
+        out[f"r@{k}"] = len(found) / len(gold)
+    for budget in BUDGETS:
+        kept = pack(texts, budget)
+        found = set().union(*(ranked[i] for i in kept)) & gold if kept else set()
+        out[f"r@{budget}tok"] = len(found) / len(gold)
+    rel = [1.0 if ids & gold else 0.0 for ids in ranked[:10]]
+    dcg = sum(r / math.log2(i + 2) for i, r in enumerate(rel))
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(len(gold), 10)))
+    out["ndcg@10"] = dcg / ideal if ideal else 0.0
+    first = next((i for i, ids in enumerate(ranked) if ids & gold), None)
+    out["mrr"] = 0.0 if first is None else 1.0 / (first + 1)
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import json
+
+    data = json.loads(Path(args.data).read_text())
+    if args.limit:
+        data = data[: args.limit]
+    modes = [m.strip() for m in args.modes.split(",")]
+    scores: dict[str, list[tuple[int, dict[str, float]]]] = defaultdict(list)
+    timings: dict[str, list[float]] = defaultdict(list)
+    ingest_s = 0.0
+    turns = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, conv in enumerate(data):
+            path = Path(tmp) / f"conv{i}.db"
+            with engram.open(path, embedder=args.embedder, vector_index=args.index) as mem:
+                t0 = time.perf_counter()
+                turns += load_conversation(mem, conv, date_in_text=not args.no_date)
+                ingest_s += time.perf_counter() - t0
+                for qa in conv["qa"]:
+                    gold = evidence_ids(qa)
+                    if not gold:
+                        continue
+                    for mode in modes:
+                        kw = _mode_kwargs(mode, args)
+                        t0 = time.perf_counter()
+                        hits = mem.search(qa["question"], top_k=max(KS), **kw)
+                        timings[mode].append(time.perf_counter() - t0)
+                        ranked = [{h.metadata.get("dia_id", "")} for h in hits]
+                        texts = [h.text for h in hits]
+                        row = score_question(ranked, texts, gold)
+                        scores[mode].append((int(qa["category"]), row))
+    return summarize(scores, timings, turns, ingest_s, args)
+
+
+def _mode_kwargs(mode: str, args: argparse.Namespace) -> dict[str, Any]:
+    if mode == "vector":
+        return {"mode": "vector"}
+    if mode == "fts":
+        return {"mode": "fts"}
+    if mode == "hybrid":
+        return {
+            "mode": "hybrid",
+            "vector_weight": args.vector_weight,
+            "fts_weight": args.fts_weight,
+        }
+    if mode == "hybrid-default":
+        return {"mode": "hybrid"}
+    if mode == "hybrid-rrf":
+        return {"mode": "hybrid", "fusion": "rrf"}
+    raise SystemExit(f"unknown mode {mode!r}")
+
+
+def _mean(rows: list[dict[str, float]], key: str) -> float:
+    return sum(r[key] for r in rows) / len(rows) if rows else float("nan")
+
+
+def summarize(
+    scores: dict[str, list[tuple[int, dict[str, float]]]],
+    timings: dict[str, list[float]],
+    turns: int,
+    ingest_s: float,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    import numpy as np
+
+    metrics = METRICS
+    result: dict[str, Any] = {"modes": {}, "turns": turns, "ingest_s": ingest_s}
+    for mode, rows in scores.items():
+        entry: dict[str, Any] = {}
+        groups = {
+            "overall": [r for _, r in rows],
+            "overall excl. adversarial": [r for c, r in rows if c != 5],
+        }
+        for cat, name in CATEGORIES.items():
+            groups[f"{cat} {name}"] = [r for c, r in rows if c == cat]
+        for group, grows in groups.items():
+            entry[group] = {m: _mean(grows, m) for m in metrics} | {"n": len(grows)}
+        entry["search_ms_p50"] = float(np.median(timings[mode]) * 1000)
+        result["modes"][mode] = entry
+    result["config"] = {
+        "embedder": args.embedder or "default",
+        "index": args.index,
+        "vector_weight": args.vector_weight,
+        "fts_weight": args.fts_weight,
+        "date_in_text": not args.no_date,
+    }
+    return result
+
+
+def print_report(result: dict[str, Any]) -> None:
+    rows = []
+    for mode, entry in result["modes"].items():
+        for group in ("overall", "overall excl. adversarial"):
+            row = {"mode": mode, "questions": group, "n": entry[group]["n"]}
+            row |= {m: round(entry[group][m], 3) for m in METRICS}
+            rows.append(row | {"p50 ms": round(entry["search_ms_p50"], 2)})
+    for name, anchor in ANCHORS.items():
+        rows.append({"mode": name, "questions": "overall"} | anchor)
+    print_table(rows, ["mode", "questions", "n", *METRICS, "p50 ms"], "LoCoMo retrieval")
+    cat_rows = []
+    for mode, entry in result["modes"].items():
+        for cat, name in CATEGORIES.items():
+            g = entry[f"{cat} {name}"]
+            row = {"mode": mode, "category": f"{cat} {name}", "n": g["n"]}
+            cat_rows.append(row | {m: round(g[m], 3) for m in METRICS})
+    print_table(cat_rows, ["mode", "category", "n", *METRICS], "Per category")
+    print(
+        f"\nturns stored: {result['turns']}  ingest: {result['ingest_s']:.2f} s  "
+        f"config: {result['config']}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(DEFAULT_DATA), help="path to locomo10.json")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument(
+        "--modes",
+        default="vector,fts,hybrid-default,hybrid,hybrid-rrf",
+        help="comma-separated: vector, fts, hybrid (--vector-weight/--fts-weight), "
+        "hybrid-default (the API defaults), hybrid-rrf",
+    )
+    parser.add_argument("--embedder", default=None, help="embedder spec (default: bundled)")
+    parser.add_argument("--index", default="exact")
+    parser.add_argument("--vector-weight", type=float, default=0.7)
+    parser.add_argument("--fts-weight", type=float, default=0.3)
+    parser.add_argument("--no-date", action="store_true", help="don't prefix turns with dates")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N conversations")
+    args = parser.parse_args()
+    if not Path(args.data).exists():
+        raise SystemExit(f"LoCoMo data not found at {args.data} (pass --data)")
+    result = run(args)
+    result["machine"] = machine_info()
+    if args.json:
+        emit_json(result)
+    else:
+        print_report(result)
+
+
+if __name__ == "__main__":
+    main()

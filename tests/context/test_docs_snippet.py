@@ -1,0 +1,30 @@
+"""The quick-start snippet in docs/context.md keeps running and says what it claims."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "context.md"
+
+
+def test_the_quick_start_snippet_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    match = re.search(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
+    assert match is not None
+    monkeypatch.chdir(tmp_path)  # the snippet writes ./agent.db
+    exec(compile(match.group(1), str(DOC), "exec"), {"__name__": "__snippet__"})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        "memory 40 similarity 0.71 ≥ 0.655 and lexical match (BM25 top 5); "
+        "final 0.75 = 0.70×0.71 + 0.20×1.00 + 0.10×0.50"
+    )
+    assert out[1] == "recent 18 latest turn #1 (newest first) of the last 10"
+    assert out[2] == "Relevant memories:"
+    assert out[3].endswith(
+        ", session monday, user) By the way, I'm severely allergic to "
+        "peanuts, so please never suggest recipes with them."
+    )

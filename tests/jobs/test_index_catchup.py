@@ -1,0 +1,133 @@
+"""Derived vector indexes stay exact when vectors arrive out of chunk-id order.
+
+Background jobs write vectors for chunks older than the newest one; the indexes' "new
+ids are above the highest I hold" rule cannot see those, so the 0005 triggers log them
+in ``chunks_vec_changes`` and indexes re-read the logged ids.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import engram
+from engram.embed.base import to_blob
+from engram.jobs import queue
+
+from ._support import DIMS, count, messages, open_store
+
+INDEXES = ["exact", "sqlite-vec"]
+
+
+def nearest(mem: engram.Engram, text: str) -> tuple[str, float]:
+    """The best vector hit for ``text``'s own vector, and its cosine similarity."""
+    query = mem.embedder.embed_documents([text])[0]
+    hits = mem.search("x", mode="vector", top_k=1, query_embedding=query.tolist())
+    return hits[0].text, hits[0].breakdown.vector or 0.0
+
+
+def held(mem: engram.Engram) -> int:
+    return mem.index.size()
+
+
+@pytest.mark.parametrize("index", INDEXES)
+def test_sync_writes_log_nothing(db_path: Path, index: str) -> None:
+    with engram.open(db_path, embedder=f"hash:{DIMS}", vector_index=index) as mem:
+        mem.store_many(messages(10))
+        mem.store_note("memory:u", "n1", "a note")
+        assert count(mem, "chunks_vec_changes") == 0
+
+
+@pytest.mark.parametrize("index", INDEXES)
+def test_another_process_backfilling_below_the_newest_id_is_seen(db_path: Path, index: str) -> None:
+    with open_store(db_path, vector_index=index) as reader, open_store(db_path) as worker:
+        reader.store_many(messages(6))
+        # A note is indexed synchronously: its vector has the newest chunk id...
+        reader.store_note("memory:u", "n1", "a note embedded at once")
+        assert held(reader) == 1
+        # ...so the jobs' vectors, written by another connection, are all below it.
+        assert worker.run_jobs().succeeded == 6
+        assert count(reader, "chunks_vec_changes") == 6
+        assert held(reader) == 7
+        for _, _, text in messages(6):
+            assert nearest(reader, text) == (text, pytest.approx(1.0))
+
+
+@pytest.mark.parametrize("index", INDEXES)
+def test_same_process_out_of_order_batches(db_path: Path, index: str) -> None:
+    with open_store(db_path, vector_index=index) as mem:
+        mem.store_many(messages(9))
+        assert held(mem) == 0
+        # Process the newest jobs first: later batches are all below the highest id held.
+        mem.db.execute(
+            "UPDATE memory_jobs SET next_retry_at = '0' || next_retry_at WHERE job_id > 6"
+        )
+        assert mem.run_jobs(max_jobs=3).succeeded == 3
+        assert held(mem) == 3
+        assert mem.run_jobs().succeeded == 6
+        assert held(mem) == 9
+        for _, _, text in messages(9):
+            assert nearest(mem, text) == (text, pytest.approx(1.0))
+
+
+@pytest.mark.parametrize("index", INDEXES)
+def test_rewritten_vectors_are_reloaded(db_path: Path, index: str) -> None:
+    with open_store(db_path, vector_index=index) as reader, open_store(db_path) as writer:
+        reader.store_many(messages(3))
+        reader.run_jobs()
+        assert nearest(reader, "note 2 about topic2 and keyword2")[0].startswith("note 2")
+        # Another connection rewrites chunk 2's vector in place (as a re-embed would).
+        vector = writer.embedder.embed_documents(["something else entirely"])[0]
+        writer.db.execute(
+            "UPDATE chunks_vec SET embedding_blob = ? WHERE chunk_rowid = 2", (to_blob(vector),)
+        )
+        text, similarity = nearest(reader, "something else entirely")
+        assert text.startswith("note 2") and similarity == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("index", INDEXES)
+def test_a_pruned_change_log_makes_a_stale_index_rebuild(
+    db_path: Path, index: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(queue, "CHANGE_LOG_KEEP", 2)
+    with open_store(db_path, vector_index=index) as reader, open_store(db_path) as worker:
+        reader.store_many(messages(8))
+        reader.store_note("memory:u", "n1", "newest id")
+        assert held(reader) == 1
+        worker.run_jobs(batch_size=2)
+        oldest = int(worker.db.scalar("SELECT min(seq) FROM chunks_vec_changes"))
+        assert count(worker, "chunks_vec_changes") <= 3 and oldest > 1  # pruned
+        assert held(reader) == 9
+        for _, _, text in messages(8):
+            assert nearest(reader, text) == (text, pytest.approx(1.0))
+
+
+def test_deleted_and_backfilled_in_one_gap_is_still_exact(db_path: Path) -> None:
+    # A deletion and an out-of-order insert between two catch-ups leave the count equal.
+    with open_store(db_path) as reader, open_store(db_path) as worker:
+        reader.store_many(messages(4))
+        reader.store_note("memory:u", "n1", "newest id")
+        assert held(reader) == 1
+        worker.run_jobs(max_jobs=1)  # the vector of chunk 1, below the note's id
+        worker.delete_note("memory:u", "n1")  # and the note's vector goes
+        assert held(reader) == 1
+        index = reader.index
+        assert index._ids[: index._n].tolist() == [1]  # type: ignore[attr-defined]
+        assert nearest(reader, "note 1 about topic1 and keyword1")[1] == pytest.approx(1.0)
+
+
+def test_backfill_after_the_highest_vector_was_deleted_is_seen(db_path: Path) -> None:
+    # The reader holds the note's vector (the highest id); the note is deleted, then a job
+    # writes a vector below it. That vector is the highest *remaining* one, yet below ids
+    # the reader has seen: it must still be logged (the trigger compares with the highest
+    # chunk id ever allocated, not with the highest vector left).
+    with open_store(db_path) as reader, open_store(db_path) as worker:
+        reader.store_many(messages(2))
+        reader.store_note("memory:u", "n1", "newest id")
+        assert held(reader) == 1
+        worker.delete_note("memory:u", "n1")
+        worker.run_jobs(max_jobs=1)
+        assert held(reader) == 1
+        index = reader.index
+        assert index._ids[: index._n].tolist() == [1]  # type: ignore[attr-defined]
