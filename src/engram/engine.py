@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -11,17 +11,16 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from engram import context as _ctx
-from engram import memory as _mem
+from engram._api.context import ContextAPI
+from engram._api.jobs import JobsAPI
+from engram._api.manage import ManageAPI
+from engram._api.memory import AgentMemoryAPI
 from engram.embed import Embedder, embedder_for_model_id, resolve_embedder
 from engram.embed.base import Vectors, check_vectors
 from engram.errors import ConfigError, EmbeddingError, EngramError, InvalidInputError
 from engram.index.chunking import ChunkSpec
 from engram.index.pipeline import PreparedEvent, check_id, prepare_event
-from engram.manage import consolidate as _consolidate
-from engram.manage import expiry as _expiry
-from engram.manage import marks as _marks
 from engram.manage import quota as _quota
-from engram.manage import types as _mt
 from engram.manage.importance import expires_at as _expires_at
 from engram.retrieve.lexical import Bm25Index
 from engram.retrieve.search import SearchRequest, SearchResults, run_search
@@ -40,14 +39,6 @@ from engram.types import (
 from engram.vector import VectorIndex, make_index
 
 if TYPE_CHECKING:
-    from engram.jobs import (
-        Clock,
-        JobInfo,
-        JobPolicy,
-        JobQueueStatus,
-        JobReport,
-        ReconcileReport,
-    )
     from engram.scheduler import SqliteSchedulerStore
 
 __all__ = ["Engram", "Event", "open"]
@@ -92,7 +83,7 @@ def open(  # shadows the builtin on purpose: engram.open(path)
     )
 
 
-class Engram:
+class Engram(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
     """A memory store. Thread-safe; use as a context manager or call :meth:`close`."""
 
     def __init__(
@@ -256,22 +247,17 @@ class Engram:
             check_id(agent_identity, "agent_identity")
         # Background indexing: no embedder call; write_event enqueues jobs instead.
         vectors = None if self.indexing == "background" else self._embed_chunks(events)
-        added = 0
-        offset = 0
         now = utcnow()
         with self.db.atomic():
-            for event in events:
-                n = len(event.chunks)
-                added += log.write_event(
-                    self.db,
-                    event,
-                    None if vectors is None else vectors[offset : offset + n],
-                    self.embedder.model_id,
-                    now,
-                    agent_identity=agent_identity,
-                    neighbor_context=self.neighbor_context,
-                )
-                offset += n
+            added = log.write_events(
+                self.db,
+                events,
+                vectors,
+                self.embedder.model_id,
+                now,
+                agent_identity=agent_identity,
+                neighbor_context=self.neighbor_context,
+            )
             # Quotas: evict or fail inside this transaction (docs/memory-management.md).
             _quota.enforce_quotas(
                 self.db,
@@ -433,368 +419,3 @@ class Engram:
             vectors=counts["chunks_vec"],
             size_bytes=size,
         )
-
-    # -- agent memory (notes, scratchpad, summaries, facts) ------------------------------
-    # Thin delegations to engram.memory; see docs/agent-memory.md for the semantics.
-
-    def store_note(
-        self,
-        session_id: str,
-        note_id: str,
-        content: str,
-        *,
-        source: str | None = None,
-        tags: Sequence[str] | None = None,
-        importance: float | None = None,
-        ttl: float | timedelta | None = None,
-    ) -> _mem.Note:
-        """Store a note; an existing ``note_id`` is replaced atomically.
-
-        ``session_id`` is the namespace, ``memory:{user_id}`` by convention (see
-        :func:`engram.memory.notes_session`). Timestamps are set by Engram; a replaced
-        note keeps its ``created_at``, pin, importance and expiry unless ``importance``
-        or ``ttl`` are given (docs/memory-management.md).
-        """
-        return _mem.store_note(
-            self,
-            session_id,
-            note_id,
-            content,
-            source=source,
-            tags=tags,
-            importance=importance,
-            ttl=ttl,
-        )
-
-    def update_note(
-        self,
-        session_id: str,
-        note_id: str,
-        *,
-        content: str | None = None,
-        source: str | None = None,
-        tags: Sequence[str] | None = None,
-    ) -> _mem.Note:
-        """Change an existing note (``None`` keeps a field); :class:`NotFoundError` if absent."""
-        return _mem.update_note(
-            self, session_id, note_id, content=content, source=source, tags=tags
-        )
-
-    def delete_note(self, session_id: str, note_id: str) -> bool:
-        """Delete a note with all its chunks, vectors and FTS rows; True if it existed."""
-        return _mem.delete_note(self, session_id, note_id)
-
-    def get_note(self, session_id: str, note_id: str) -> _mem.Note | None:
-        """One note, or None."""
-        return _mem.get_note(self, session_id, note_id)
-
-    def list_notes(
-        self,
-        session_id: str,
-        *,
-        tags: Sequence[str] | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> list[_mem.Note]:
-        """Notes, most recently written first, optionally only those with all ``tags``."""
-        return _mem.list_notes(self, session_id, tags=tags, limit=limit, offset=offset)
-
-    def search_notes(
-        self,
-        session_id: str,
-        query: str,
-        *,
-        tags: Sequence[str] | None = None,
-        top_k: int = 10,
-        facts_scope: str | None = None,
-    ) -> list[_mem.MemoryHit]:
-        """Hybrid search over notes (and ``facts_scope``'s facts): one hit per item."""
-        return _mem.search_notes(
-            self, session_id, query, tags=tags, top_k=top_k, facts_scope=facts_scope
-        )
-
-    def read_scratchpad(self, session_id: str) -> _mem.ScratchpadState | None:
-        """The session's working-memory scratchpad, or None."""
-        return _mem.read_scratchpad(self, session_id)
-
-    def write_scratchpad(self, session_id: str, items: Sequence[str]) -> _mem.ScratchpadState:
-        """Replace the scratchpad (at most 32 items of at most 240 characters)."""
-        return _mem.write_scratchpad(self, session_id, items)
-
-    def clear_scratchpad(self, session_id: str) -> bool:
-        """Remove the scratchpad; True if there was one."""
-        return _mem.clear_scratchpad(self, session_id)
-
-    def read_summary_state(self, session_id: str) -> _mem.SummaryState | None:
-        """The session's rolling summary state, or None."""
-        return _mem.read_summary_state(self, session_id)
-
-    def write_summary_state(
-        self, session_id: str, state: _mem.SummaryState, expected_epoch: int
-    ) -> _mem.SummaryWriteOutcome:
-        """Compare-and-swap the summary state on its epoch (see :mod:`engram.memory.summary`)."""
-        return _mem.write_summary_state(self, session_id, state, expected_epoch)
-
-    def summarize(
-        self,
-        session_id: str,
-        token_budget: int,
-        *,
-        config: _mem.SummaryConfig | None = None,
-        condenser: _mem.Condenser | None = None,
-        token_counter: TokenCounter = estimate_tokens,
-    ) -> _mem.SummaryContext:
-        """Fold old messages into the rolling summary when over budget; return the context."""
-        return _mem.summarize(
-            self,
-            session_id,
-            token_budget,
-            config=config,
-            condenser=condenser,
-            token_counter=token_counter,
-        )
-
-    def set_fact(
-        self,
-        scope: str,
-        category: str,
-        key: str,
-        value: str,
-        *,
-        source: _mem.FactSource = "agent",
-    ) -> _mem.Fact:
-        """Set a fact in ``scope`` (a user or agent id); the old value goes to history."""
-        return _mem.set_fact(self, scope, category, key, value, source=source)
-
-    def get_fact(self, scope: str, category: str, key: str) -> _mem.Fact | None:
-        """The current fact, or None."""
-        return _mem.get_fact(self, scope, category, key)
-
-    def list_facts(self, scope: str, *, category: str | None = None) -> list[_mem.Fact]:
-        """The scope's facts, by category then key."""
-        return _mem.list_facts(self, scope, category=category)
-
-    def delete_fact(
-        self, scope: str, category: str, key: str, *, keep_history: bool = True
-    ) -> bool:
-        """Delete a fact (its value kept in history unless ``keep_history=False``)."""
-        return _mem.delete_fact(self, scope, category, key, keep_history=keep_history)
-
-    def fact_history(self, scope: str, category: str, key: str) -> list[_mem.FactVersion]:
-        """Earlier values of a fact, most recently superseded first."""
-        return _mem.fact_history(self, scope, category, key)
-
-    # -- context building ---------------------------------------------------------------
-    # Thin delegations to engram.context; see docs/context.md for the rules.
-
-    def build_context(
-        self,
-        session_id: str,
-        query: str,
-        *,
-        token_budget: int,
-        user_id: str | None = None,
-        agent_identity: str | None = None,
-        channel: str | None = None,
-        system_prompt: str | None = None,
-        tools: Sequence[Mapping[str, Any]] | None = None,
-        reserve_system: int = 0,
-        reserve_tools: int = 0,
-        config: _ctx.ContextConfig | None = None,
-        token_counter: TokenCounter = estimate_tokens,
-        query_embedding: Sequence[float] | None = None,
-        now: datetime | None = None,
-    ) -> _ctx.Context:
-        """The prompt context for the next turn: summary, memories, latest turns, in budget.
-
-        Recency (the last turns), salience (importance >= 0.85 or pinned) and relevance
-        (cosine >= 0.655) from the session, the agent's other sessions and ``user_id``'s
-        notes and facts; memories reranked by ``0.70*similarity + 0.20*recency +
-        0.10*importance``. ``tokens`` never exceeds ``token_budget``; every item says why
-        it is there. Reads only.
-        """
-        return _ctx.build_context(
-            self,
-            session_id,
-            query,
-            token_budget=token_budget,
-            user_id=user_id,
-            agent_identity=agent_identity,
-            channel=channel,
-            system_prompt=system_prompt,
-            tools=tools,
-            reserve_system=reserve_system,
-            reserve_tools=reserve_tools,
-            config=config,
-            token_counter=token_counter,
-            query_embedding=query_embedding,
-            now=now,
-        )
-
-    def cache_stats(self) -> _ctx.CacheStats:
-        """Counters of the working-memory cache (hits, refreshes, loads...)."""
-        return self.working_memory.stats()
-
-    # -- background indexing (jobs, worker, reconciler) --
-    # Thin delegations to engram.jobs; see docs/background-indexing.md. For a worker in
-    # threads use ``engram.jobs.IndexWorker(engine)``.
-
-    def run_jobs(
-        self,
-        *,
-        max_jobs: int | None = None,
-        batch_size: int = 64,
-        policy: JobPolicy | None = None,
-        clock: Clock | None = None,
-    ) -> JobReport:
-        """Embed and index the chunks whose jobs are due now (one synchronous pass)."""
-        from engram.jobs import run_jobs
-
-        return run_jobs(self, max_jobs=max_jobs, batch_size=batch_size, policy=policy, clock=clock)
-
-    def job_status(self, *, clock: Clock | None = None) -> JobQueueStatus:
-        """Job counts by status, how many are due, the oldest waiting job."""
-        from engram.jobs import queue_status
-
-        return queue_status(self.db) if clock is None else queue_status(self.db, clock)
-
-    def list_jobs(self, *, status: str | None = None, limit: int = 50) -> list[JobInfo]:
-        """Jobs in id order (``status``: pending, running, done or failed)."""
-        from engram.jobs import list_jobs
-
-        return list_jobs(self.db, status, limit)
-
-    def retry_failed_jobs(self) -> int:
-        """Re-queue every dead-lettered job with its retries reset; returns how many."""
-        from engram.jobs import queue
-
-        return queue.retry_failed(self.db, queue.utc_clock())
-
-    def prune_jobs(self, *, older_than_seconds: float = 86_400.0) -> int:
-        """Delete ``done`` jobs finished more than ``older_than_seconds`` ago."""
-        from datetime import timedelta
-
-        from engram.jobs import queue
-
-        if isinstance(older_than_seconds, bool) or not isinstance(older_than_seconds, int | float):
-            raise InvalidInputError("older_than_seconds must be a number")
-        before = queue.utc_clock() - timedelta(seconds=max(0.0, float(older_than_seconds)))
-        return queue.prune_done(self.db, before)
-
-    def reconcile(self, *, repair: bool = True) -> ReconcileReport:
-        """Find chunk/vector/index mismatches and, with ``repair``, fix them."""
-        from engram.jobs import reconcile
-
-        return reconcile(self, repair=repair)
-
-    # -- memory management (importance, expiry, quotas, consolidation) -----------------
-    # Thin delegations to engram.manage; see docs/memory-management.md for the rules.
-
-    def mark_important(self, session_id: str, sequence: int, importance: float = 0.9) -> int:
-        """Set the importance of an event's chunks; returns how many chunks changed."""
-        return _marks.set_event_chunks(self.db, session_id, sequence, importance=importance)
-
-    def pin(self, session_id: str, sequence: int) -> int:
-        """Pin an event: never evicted or expired, importance 1.0 for salience."""
-        return _marks.set_event_chunks(self.db, session_id, sequence, pinned=True)
-
-    def unpin(self, session_id: str, sequence: int) -> int:
-        """Undo :meth:`pin` (the event's TTL and importance apply again)."""
-        return _marks.set_event_chunks(self.db, session_id, sequence, pinned=False)
-
-    def mark_note_important(self, session_id: str, note_id: str, importance: float = 0.9) -> int:
-        """:meth:`mark_important` for a note, by its id."""
-        sequence = _marks.note_sequence(self.db, session_id, note_id)
-        return self.mark_important(session_id, sequence, importance)
-
-    def pin_note(self, session_id: str, note_id: str) -> int:
-        """:meth:`pin` for a note, by its id (kept when the note is replaced)."""
-        return self.pin(session_id, _marks.note_sequence(self.db, session_id, note_id))
-
-    def unpin_note(self, session_id: str, note_id: str) -> int:
-        """:meth:`unpin` for a note, by its id."""
-        return self.unpin(session_id, _marks.note_sequence(self.db, session_id, note_id))
-
-    def record_use(self, chunk_ids: Iterable[str]) -> int:
-        """Boost chunks retrieved *and used* (search never writes); returns how many exist."""
-        return _marks.record_use(self.db, chunk_ids, utcnow())
-
-    def set_decay_policy(
-        self, *, half_life: float | timedelta | None, floor: float = 0.0
-    ) -> _mt.DecayPolicy:
-        """Importance halves every ``half_life`` unused; the sweep drops items below ``floor``."""
-        return _expiry.set_decay_policy(self.db, half_life, floor)
-
-    def get_decay_policy(self) -> _mt.DecayPolicy:
-        """The store's decay policy (no decay by default)."""
-        return _expiry.get_decay_policy(self.db)
-
-    def sweep_expired(self, now: datetime | str | None = None) -> _mt.SweepResult:
-        """Delete expired and decayed-below-floor chunks, and events left without any."""
-        result = _expiry.sweep_expired(self.db, now)
-        self.index.invalidate()
-        return result
-
-    def set_quota(
-        self,
-        scope: str,
-        *,
-        max_items: int | None = None,
-        max_bytes: int | None = None,
-        policy: _mt.QuotaPolicy = "evict",
-    ) -> _mt.Quota:
-        """Limit a scope (``agent:{id}``, ``user:{id}``, ``session:{id}``); see the docs."""
-        return _quota.set_quota(
-            self.db, scope, max_items=max_items, max_bytes=max_bytes, policy=policy
-        )
-
-    def get_quota(self, scope: str) -> _mt.Quota | None:
-        """A scope's quota, or None."""
-        return _quota.get_quota(self.db, scope)
-
-    def list_quotas(self) -> list[_mt.Quota]:
-        """Every quota, by scope."""
-        return _quota.list_quotas(self.db)
-
-    def remove_quota(self, scope: str) -> bool:
-        """Remove a scope's quota; True if it had one."""
-        return _quota.remove_quota(self.db, scope)
-
-    def quota_usage(self, scope: str) -> _mt.QuotaUsage:
-        """A scope's items and bytes as counted against its quota."""
-        return _quota.quota_usage(self.db, scope)
-
-    def quota_scope(self, session_id: str) -> str:
-        """The scope a session's items count against."""
-        return _quota.session_scope(self.db, session_id)
-
-    def consolidate(
-        self,
-        *,
-        session_id: str | None = None,
-        scope: str | None = None,
-        similarity: float | None = _consolidate.DEFAULT_SIMILARITY,
-        older_than: float | timedelta | None = _consolidate.DEFAULT_OLDER_THAN,
-        min_span: int = 2,
-        max_span: int = 20,
-        condenser: _mem.Condenser | None = None,
-        drop_originals: bool = False,
-        now: datetime | str | None = None,
-    ) -> _mt.ConsolidationReport:
-        """Merge near-duplicate chunks and condense old spans into summaries; idempotent."""
-        return _consolidate.consolidate(
-            self,
-            session_id=session_id,
-            scope=scope,
-            similarity=similarity,
-            older_than=older_than,
-            min_span=min_span,
-            max_span=max_span,
-            condenser=condenser,
-            drop_originals=drop_originals,
-            now=now,
-        )
-
-    def provenance(self, chunk_id: str) -> list[_mt.ConsolidationRecord]:
-        """What consolidation folded into a chunk (merges, summaries), oldest first."""
-        return _consolidate.provenance(self.db, chunk_id)

@@ -32,11 +32,14 @@ def held(mem: engram.Engram) -> int:
 
 
 @pytest.mark.parametrize("index", INDEXES)
-def test_sync_writes_log_nothing(db_path: Path, index: str) -> None:
+def test_every_vector_change_is_logged(db_path: Path, index: str) -> None:
     with engram.open(db_path, embedder=f"hash:{DIMS}", vector_index=index) as mem:
         mem.store_many(messages(10))
         mem.store_note("memory:u", "n1", "a note")
-        assert count(mem, "chunks_vec_changes") == 0
+        vectors = count(mem, "chunks_vec")
+        assert count(mem, "chunks_vec_changes") == vectors  # one row per insert
+        mem.forget("memory:u")
+        assert count(mem, "chunks_vec_changes") == vectors + 1  # and per delete
 
 
 @pytest.mark.parametrize("index", INDEXES)
@@ -48,7 +51,7 @@ def test_another_process_backfilling_below_the_newest_id_is_seen(db_path: Path, 
         assert held(reader) == 1
         # ...so the jobs' vectors, written by another connection, are all below it.
         assert worker.run_jobs().succeeded == 6
-        assert count(reader, "chunks_vec_changes") == 6
+        assert count(reader, "chunks_vec_changes") == 7  # the note's vector and the 6
         assert held(reader) == 7
         for _, _, text in messages(6):
             assert nearest(reader, text) == (text, pytest.approx(1.0))

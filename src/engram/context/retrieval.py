@@ -165,6 +165,9 @@ def gather_candidates(
     )
     for (rowid,) in salient:
         legs.setdefault(int(rowid), set()).add("salience")
+    if lexical is not None and not lexical.usable():
+        lexical.warm()  # still building: rank the lexical leg with FTS5 meanwhile
+        lexical = None
     sql, params = scope.where()
     where: VectorFilter | None = None
     if (query_vec is not None and candidate_pool > 0) or (lexical is not None and lexical_k > 0):

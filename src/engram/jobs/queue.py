@@ -22,6 +22,7 @@ from engram.embed.base import Vectors, to_blob
 from engram.errors import InvalidInputError
 from engram.jobs import _sql
 from engram.jobs.types import Clock, JobInfo, JobPolicy, JobQueueStatus, JobStatus
+from engram.storage import log as _log
 from engram.storage.db import Database
 
 __all__ = [
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 #: Rows of ``chunks_vec_changes`` kept after each completed batch.
-CHANGE_LOG_KEEP = 10_000
+CHANGE_LOG_KEEP = _log.CHANGE_LOG_KEEP
 
 #: ``last_error`` is cut to this many characters (provider errors can be whole pages).
 MAX_ERROR_CHARS = 2000

@@ -23,8 +23,10 @@ import math
 import re
 import threading
 from array import array
+from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import cast
 
 import apsw
 import numpy as np
@@ -37,6 +39,9 @@ from engram.vector.base import VectorFilter
 __all__ = ["Bm25Index"]
 
 K1 = 1.2
+#: Chunks waiting to be indexed above which a search ranks with FTS5 while the index
+#: catches up in the background (instead of blocking for seconds).
+BACKLOG = 20_000
 B = 0.75
 IDF_FLOOR = 1e-6
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -57,6 +62,8 @@ class Bm25Index:
         tokenizer = db.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
         self._tokenize = tokenizer
         self._stem = lru_cache(maxsize=65536)(self._stem_uncached)
+        self._builder: threading.Thread | None = None
+        self._closing = False
         self._reset()
 
     # -- tokenizing ---------------------------------------------------------------------
@@ -71,7 +78,8 @@ class Bm25Index:
             include_offsets=False,
             include_colocated=False,
         )
-        return [t if isinstance(t, str) else t[0] for t in out]
+        # Without colocated tokens apsw returns plain strings.
+        return cast("list[str]", out)
 
     def _stem_uncached(self, word: str) -> str | None:
         toks = self._tokens(word)
@@ -111,6 +119,46 @@ class Bm25Index:
         self._changes_seen = 0
         self._data_version: tuple[int, int] | None = None
         self._dirty = True
+        self._ready = False
+
+    @property
+    def ready(self) -> bool:
+        """Whether the first build has finished."""
+        return self._ready
+
+    def usable(self) -> bool:
+        """Whether a search now would answer without a long catch-up.
+
+        False before the first build and while more than ``BACKLOG`` chunks are waiting
+        to be indexed (a bulk ingest): callers then rank with FTS5 and call :meth:`warm`.
+        """
+        if not self._ready or self._builder is not None:
+            return False
+        newest = int(self._db.scalar("SELECT coalesce(max(id), 0) FROM chunks"))
+        return newest - self._max_rowid <= BACKLOG
+
+    def warm(self) -> None:
+        """Build or catch up in a background thread (one at a time); returns at once.
+
+        The first build costs a few seconds at 100k chunks (tokenising every chunk and
+        its context in Python); meanwhile callers rank with FTS5.
+        """
+        if self._builder is not None or self._closing:
+            return
+        with self._lock:
+            if self._builder is None:
+                self._builder = threading.Thread(
+                    target=self._build_quietly, name="engram-bm25-build", daemon=True
+                )
+                self._builder.start()
+
+    def _build_quietly(self) -> None:
+        try:
+            self.size()
+        except Exception:  # closed underneath us, or a storage error: searches fall back
+            pass
+        finally:
+            self._builder = None
 
     def invalidate(self) -> None:
         """This process wrote: catch up before the next search."""
@@ -129,6 +177,10 @@ class Bm25Index:
             return self._n_alive
 
     def close(self) -> None:
+        self._closing = True
+        builder = self._builder
+        if builder is not None and builder is not threading.current_thread():
+            builder.join()
         with self._lock:
             self._reset()
 
@@ -138,7 +190,8 @@ class Bm25Index:
             return
         with self._db.snapshot():
             row = self._db.query_one(
-                "SELECT coalesce(max(seq), 0), coalesce(min(seq), 0) FROM chunks_changes"
+                "SELECT coalesce((SELECT max(seq) FROM chunks_changes), 0), "
+                "coalesce((SELECT min(seq) FROM chunks_changes), 0)"
             )
             assert row is not None
             newest, oldest = int(row[0]), int(row[1])
@@ -164,7 +217,10 @@ class Bm25Index:
                     "WHERE id IN (SELECT value FROM json_each(?))",
                     (f"[{','.join(map(str, sorted(reread)))}]",),
                 )
-        for rowid, session_id, *columns in rows:
+        for i, (rowid, session_id, *columns) in enumerate(rows):
+            if self._closing and i % 1024 == 0:
+                self._reset()
+                return
             self._add(int(rowid), str(session_id), columns)
             self._max_rowid = max(self._max_rowid, int(rowid))
         if self._dead > max(1024, len(self._alive) // 4):
@@ -173,33 +229,37 @@ class Bm25Index:
             return
         self._data_version = version
         self._dirty = False
+        self._ready = True
 
     def _add(self, rowid: int, session_id: str, columns: Sequence[str]) -> None:
         if rowid in self._doc_of:
             self._remove(rowid)
         doc = len(self._doc_rowid)
-        tf: dict[int, float] = {}
+        tf: dict[str, float] = {}
         length = 0
         for weight, text in zip(self._weights, columns, strict=True):
-            tokens = self._tokens(text or "")
+            tokens = self._tokens(text) if text else []
             length += len(tokens)
-            for token in tokens:
-                tid = self._term_ids.get(token)
-                if tid is None:
-                    tid = self._term_ids[token] = len(self._df)
-                    self._df.append(0)
-                    self._post_docs.append(array("i"))
-                    self._post_tf.append(array("f"))
-                tf[tid] = tf.get(tid, 0.0) + weight
-        for tid, freq in tf.items():
+            for token, n in Counter(tokens).items():
+                tf[token] = tf.get(token, 0.0) + weight * n
+        term_ids = self._term_ids
+        tids = array("i")
+        for token, freq in tf.items():
+            tid = term_ids.get(token)
+            if tid is None:
+                tid = term_ids[token] = len(self._df)
+                self._df.append(0)
+                self._post_docs.append(array("i"))
+                self._post_tf.append(array("f"))
             self._post_docs[tid].append(doc)
             self._post_tf[tid].append(freq)
             self._df[tid] += 1
+            tids.append(tid)
         code = self._session_codes.setdefault(session_id, len(self._session_codes))
         self._doc_rowid.append(rowid)
         self._doc_len.append(float(length))
         self._doc_session.append(code)
-        self._doc_terms.append(array("i", tf.keys()))
+        self._doc_terms.append(tids)
         self._alive.append(1)
         self._doc_of[rowid] = doc
         self._n_alive += 1

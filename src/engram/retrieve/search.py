@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -163,6 +165,14 @@ def run_search(
     where = _filter(db, req)
     if where is not None and where.rowids is not None and len(where.rowids) == 0:
         return SearchResults([], mode=mode)
+    if lexical is not None and not lexical.usable():
+        # Building (or catching up a bulk ingest) takes seconds: rank with FTS5 meanwhile.
+        lexical.warm()
+        lexical = None
+    lexical_hits: Future[list[tuple[int, float]]] | None = None
+    if req.mode == "hybrid" and lexical is not None:
+        # The BM25 leg runs on the other core while this thread embeds and scans.
+        lexical_hits = _legs().submit(lexical.search, req.query, fetch, where=where)
     if req.mode in ("vector", "hybrid"):
         try:
             vector_hits = _vector_leg(index, embedder, req, fetch, where)
@@ -170,7 +180,9 @@ def run_search(
             if req.mode == "vector":
                 raise
             mode, degraded = "fts", f"vector search unavailable: {exc.message}"
-    if mode in ("fts", "hybrid"):
+    if lexical_hits is not None:
+        fts_hits = lexical_hits.result()
+    elif mode in ("fts", "hybrid"):
         if lexical is not None:
             fts_hits = lexical.search(req.query, fetch, where=where)
         else:
@@ -187,6 +199,20 @@ def run_search(
     # Vectors missing (embedder down, jobs pending): see engram.retrieve.degraded.
     fused, degraded = degrade(db, fused, fts_hits, req, mode=mode, degraded=degraded)
     return SearchResults(_hits(db, fused, req), mode=mode, degraded=degraded)
+
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _legs() -> ThreadPoolExecutor:
+    """One shared thread for the BM25 leg of hybrid searches (numpy releases the GIL)."""
+    global _executor
+    if _executor is None:
+        with _executor_lock:
+            if _executor is None:
+                _executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-bm25")
+    return _executor
 
 
 def _filter(db: Database, req: SearchRequest) -> VectorFilter | None:
@@ -222,11 +248,21 @@ def _vector_leg(
 def _hits(db: Database, fused: dict[int, Fused], req: SearchRequest) -> list[SearchHit]:
     if not fused:
         return []
-    rows = chunk_rows(db, list(fused))
-    items = [f for f in fused.values() if f.rowid in rows]
+    ranked = sorted(fused.values(), key=lambda f: -f.score)
     if req.min_score is not None:
-        items = [f for f in items if f.score >= req.min_score]
-    # Best fused score first; ties go to the more recent chunk.
+        floor = req.min_score
+        ranked = [f for f in ranked if f.score >= floor]
+    # Load only what can make the cut: the top_k, plus anything tied with the last
+    # (ties go to the more recent chunk, which needs sequence_end).
+    cut = req.top_k
+    while cut < len(ranked) and ranked[cut].score == ranked[req.top_k - 1].score:
+        cut += 1
+    rows = chunk_rows(db, [f.rowid for f in ranked[:cut]])
+    items = [f for f in ranked[:cut] if f.rowid in rows]
+    if len(items) < min(cut, req.top_k) and cut < len(ranked):
+        # Some candidates vanished (deleted since the legs ran): fall back to all.
+        rows = chunk_rows(db, [f.rowid for f in ranked])
+        items = [f for f in ranked if f.rowid in rows]
     items.sort(key=lambda f: (-f.score, -int(rows[f.rowid][5]), -f.rowid))
     hits = []
     for f in items[: req.top_k]:

@@ -6,9 +6,9 @@ data_version`` tells when another connection committed), so they stay correct wh
 another process writes the same file.
 
 Catching up relies on chunk ids only growing: new vectors are the ids above the highest
-an index holds, and a row count reveals deletions. Vectors that arrive out of id order
-(background indexing, repairs) or are rewritten in place are logged in
-``chunks_vec_changes`` by triggers (migration 0005); indexes re-read the logged ids.
+an index holds. Vectors that arrive out of id order (background indexing, repairs), are
+rewritten in place or are deleted are logged in ``chunks_vec_changes`` by triggers
+(migration 0005); indexes re-read the logged ids.
 
 Score contract: ``search`` returns ``(chunk_rowid, cosine_similarity)`` pairs, best
 first, similarity in [-1, 1] (vectors are L2-normalised).
@@ -34,7 +34,7 @@ __all__ = [
     "changes_since",
     "fetch_rows",
     "fetch_rows_after",
-    "vector_stats",
+    "vector_max",
 ]
 
 
@@ -112,7 +112,8 @@ def changes_since(db: Database, seen: int | None) -> tuple[int, list[int] | None
     is None when the log was pruned past ``seen``: the caller must rebuild.
     """
     row = db.query_one(
-        "SELECT coalesce(max(seq), 0), coalesce(min(seq), 0) FROM chunks_vec_changes"
+        "SELECT coalesce((SELECT max(seq) FROM chunks_vec_changes), 0), "
+        "coalesce((SELECT min(seq) FROM chunks_vec_changes), 0)"
     )
     assert row is not None
     newest, oldest = int(row[0]), int(row[1])
@@ -137,8 +138,6 @@ def _rows(rows: Sequence[Sequence[Any]], dims: int) -> VectorRows:
     return VectorRows(ids, matrix, [r[2] for r in rows])
 
 
-def vector_stats(db: Database) -> tuple[int, int]:
-    """``(count, max_rowid)`` of ``chunks_vec``."""
-    row = db.query_one("SELECT count(*), coalesce(max(chunk_rowid), 0) FROM chunks_vec")
-    assert row is not None
-    return int(row[0]), int(row[1])
+def vector_max(db: Database) -> int:
+    """The highest ``chunk_rowid`` in ``chunks_vec`` (a b-tree seek, not a scan)."""
+    return int(db.scalar("SELECT coalesce(max(chunk_rowid), 0) FROM chunks_vec"))

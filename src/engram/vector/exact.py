@@ -2,9 +2,8 @@
 
 It mirrors ``chunks_vec``. Catching up is incremental: chunk ids only grow
 (AUTOINCREMENT), so new vectors are those above the highest id held; vectors that
-arrived out of id order or were rewritten are re-read from ``chunks_vec_changes``; if
-the count then disagrees with SQLite, some were deleted, and the id list is re-read to
-drop them.
+arrived out of id order, were rewritten or were deleted are re-read from
+``chunks_vec_changes`` (a logged id that is gone from SQLite is dropped).
 """
 
 from __future__ import annotations
@@ -17,12 +16,12 @@ import numpy.typing as npt
 
 from engram.embed.base import Vector
 from engram.storage.db import Database
+from engram.vector._blas import matvec
 from engram.vector.base import (
     VectorFilter,
     changes_since,
     fetch_rows,
     fetch_rows_after,
-    vector_stats,
 )
 
 __all__ = ["ExactIndex"]
@@ -49,7 +48,7 @@ class ExactIndex:
         self._session_codes: dict[str, int] = {}
         self._max_id = 0
         self._changes_seen: int | None = None
-        self._data_version: int | None = None
+        self._data_version: tuple[int, int] | None = None
         self._dirty = True
 
     # -- catching up --------------------------------------------------------------------
@@ -63,10 +62,9 @@ class ExactIndex:
             self._catch_up()
 
     def _catch_up(self) -> None:
-        version = self._db.data_version()
+        version = self._db.change_token()
         if not self._dirty and version == self._data_version:
             return
-        count, _ = vector_stats(self._db)
         seen, changed = changes_since(self._db, self._changes_seen)
         if changed is None:  # the change log was pruned past what we saw: reload all
             self._reset()
@@ -78,8 +76,6 @@ class ExactIndex:
         changed = [r for r in changed or () if r <= before]
         if changed:
             self._reload(changed)
-        if self._n != count:
-            self._drop_deleted()
         self._changes_seen = seen
         self._data_version = version
         self._dirty = False
@@ -133,12 +129,6 @@ class ExactIndex:
         self._n = need
         self._max_id = max(self._max_id, int(ids.max()))
 
-    def _drop_deleted(self) -> None:
-        alive = np.array(
-            [r[0] for r in self._db.query("SELECT chunk_rowid FROM chunks_vec")], dtype=np.int64
-        )
-        self._compact(np.isin(self._ids[: self._n], alive, assume_unique=True))
-
     def _compact(self, keep: npt.NDArray[np.bool_]) -> None:
         n = int(keep.sum())
         self._ids = self._ids[: self._n][keep].copy()
@@ -163,7 +153,7 @@ class ExactIndex:
             n = self._n
             if n == 0 or k <= 0:
                 return []
-            scores = self._matrix[:n] @ np.asarray(query, dtype=np.float32)
+            scores = matvec(self._matrix[:n], np.asarray(query, dtype=np.float32))
             mask = self._mask(where)
             if mask is not None:
                 idx = np.flatnonzero(mask)

@@ -14,12 +14,13 @@ import threading
 from engram.embed.base import Vector, to_blob
 from engram.errors import BackendUnavailableError
 from engram.storage.db import Database
-from engram.vector.base import VectorFilter, changes_since, vector_stats
+from engram.vector.base import VectorFilter, changes_since, vector_max
 
 __all__ = ["SqliteVecIndex"]
 
 TABLE = "chunks_vec_index"
 CHANGES_SEEN = "sqlite_vec_changes_seen"
+SYNCED_MAX = "sqlite_vec_synced_max"
 
 _INSERT_FROM_SOURCE = (
     f"INSERT INTO {TABLE} (rowid, embedding, session_id) "
@@ -43,7 +44,7 @@ class SqliteVecIndex:
         self._dims = dims
         self._lock = threading.Lock()
         db.load_extension("sqlite_vec", sqlite_vec.loadable_path())
-        self._data_version: int | None = None
+        self._data_version: tuple[int, int] | None = None
         self._dirty = True
         self._ensure_table()
 
@@ -52,7 +53,9 @@ class SqliteVecIndex:
             stored = self._db.scalar("SELECT value FROM store_meta WHERE key = 'sqlite_vec_dims'")
             if stored is not None and int(stored) != self._dims:
                 self._db.execute(f"DROP TABLE IF EXISTS {TABLE}")
-                self._db.execute("DELETE FROM store_meta WHERE key = ?", (CHANGES_SEEN,))
+                self._db.execute(
+                    "DELETE FROM store_meta WHERE key IN (?, ?)", (CHANGES_SEEN, SYNCED_MAX)
+                )
             self._db.execute(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {TABLE} USING vec0("
                 f"embedding float[{self._dims}] distance_metric=cosine, session_id text)"
@@ -68,13 +71,14 @@ class SqliteVecIndex:
     def rebuild(self) -> None:
         with self._lock, self._db.atomic():
             self._db.execute(f"DELETE FROM {TABLE}")
+            self._set_meta(SYNCED_MAX, 0)
             newest, _ = changes_since(self._db, None)
             self._set_changes_seen(newest)  # a full reload covers every logged change
             self._dirty = True
             self._catch_up()
 
     def _catch_up(self) -> None:
-        version = self._db.data_version()
+        version = self._db.change_token()
         if not self._dirty and version == self._data_version:
             return
         if not self._behind():
@@ -84,29 +88,31 @@ class SqliteVecIndex:
         # Re-read inside the write transaction: another process may be catching up the
         # same persistent table, and both must not insert the same new rows.
         with self._db.atomic():
-            src_count, src_max = vector_stats(self._db)
-            idx_count, idx_max = self._index_stats()
-            if src_max > idx_max:
-                self._db.execute(_INSERT_FROM_SOURCE + "WHERE v.chunk_rowid > ?", (idx_max,))
-            changed = self._apply_changes(idx_max)
-            if changed or (src_count, src_max) != (idx_count, idx_max):
-                self._db.execute(
-                    f"DELETE FROM {TABLE} WHERE rowid NOT IN (SELECT chunk_rowid FROM chunks_vec)"
-                )
-        self._data_version = self._db.data_version()
+            synced = self._synced_max()
+            src_max = vector_max(self._db)
+            if src_max > synced:
+                self._db.execute(_INSERT_FROM_SOURCE + "WHERE v.chunk_rowid > ?", (synced,))
+                self._set_meta(SYNCED_MAX, max(synced, src_max))
+            self._apply_changes(synced)
+        self._data_version = self._db.change_token()
         self._dirty = False
 
     def _behind(self) -> bool:
         """Whether the table misses something (read-only checks: no write lock)."""
-        if vector_stats(self._db) != self._index_stats():
+        if vector_max(self._db) > self._synced_max():
             return True
         newest, _ = changes_since(self._db, None)
         return newest != self._changes_seen()
 
-    def _index_stats(self) -> tuple[int, int]:
-        row = self._db.query_one(f"SELECT count(*), coalesce(max(rowid), 0) FROM {TABLE}")
-        assert row is not None
-        return int(row[0]), int(row[1])
+    def _synced_max(self) -> int:
+        """The highest source id ever copied into the table (ids are never reused)."""
+        value = self._db.scalar("SELECT value FROM store_meta WHERE key = ?", (SYNCED_MAX,))
+        return int(value or 0)
+
+    def _set_meta(self, key: str, value: int) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO store_meta (key, value) VALUES (?, ?)", (key, str(value))
+        )
 
     def _changes_seen(self) -> int:
         value = self._db.scalar("SELECT value FROM store_meta WHERE key = ?", (CHANGES_SEEN,))
@@ -136,9 +142,7 @@ class SqliteVecIndex:
         return True
 
     def _set_changes_seen(self, seq: int) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO store_meta (key, value) VALUES (?, ?)", (CHANGES_SEEN, str(seq))
-        )
+        self._set_meta(CHANGES_SEEN, seq)
 
     def size(self) -> int:
         with self._lock:

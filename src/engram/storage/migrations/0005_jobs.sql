@@ -24,10 +24,11 @@ CREATE TABLE memory_jobs (
 );
 CREATE INDEX idx_jobs_status_next ON memory_jobs (status, next_retry_at);
 
--- Vector indexes catch up by "new ids are above the highest I hold" plus a row count.
--- A vector inserted for a chunk older than the newest chunk ever created (a background
--- job, a retry, a repair) breaks that rule, and so does a vector rewritten in place; such
--- changes are logged here and indexes re-read the logged ids. Pruned to the newest rows
+-- Every change to chunks_vec is logged here, so vector indexes catch up exactly: a
+-- vector inserted out of id order (a background job, a retry, a repair, a re-insert
+-- after a delete), rewritten in place or deleted. Indexes read ids above the highest
+-- they hold and re-read logged ids below it (no count(*) over 1 KB rows on the read
+-- path). The write path keeps the newest rows; an index behind that horizon rebuilds. Pruned to the newest rows
 -- by the job worker; an index that fell behind the pruned horizon rebuilds.
 CREATE TABLE chunks_vec_changes (
     seq         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -35,7 +36,6 @@ CREATE TABLE chunks_vec_changes (
 );
 
 CREATE TRIGGER chunks_vec_changes_ai AFTER INSERT ON chunks_vec
-WHEN new.chunk_rowid < coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'chunks'), 0)
 BEGIN
     INSERT INTO chunks_vec_changes (chunk_rowid) VALUES (new.chunk_rowid);
 END;
@@ -43,4 +43,9 @@ END;
 CREATE TRIGGER chunks_vec_changes_au AFTER UPDATE ON chunks_vec
 BEGIN
     INSERT INTO chunks_vec_changes (chunk_rowid) VALUES (new.chunk_rowid);
+END;
+
+CREATE TRIGGER chunks_vec_changes_ad AFTER DELETE ON chunks_vec
+BEGIN
+    INSERT INTO chunks_vec_changes (chunk_rowid) VALUES (old.chunk_rowid);
 END;

@@ -1,0 +1,1 @@
+"""The :class:`engram.Engram` methods of each feature, as mixins (thin delegations)."""
