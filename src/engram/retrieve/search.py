@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -165,14 +163,12 @@ def run_search(
     where = _filter(db, req)
     if where is not None and where.rowids is not None and len(where.rowids) == 0:
         return SearchResults([], mode=mode)
+    warm_after: Bm25Index | None = None
     if lexical is not None and not lexical.usable():
-        # Building (or catching up a bulk ingest) takes seconds: rank with FTS5 meanwhile.
-        lexical.warm()
-        lexical = None
-    lexical_hits: Future[list[tuple[int, float]]] | None = None
-    if req.mode == "hybrid" and lexical is not None:
-        # The BM25 leg runs on the other core while this thread embeds and scans.
-        lexical_hits = _legs().submit(lexical.search, req.query, fetch, where=where)
+        # Building (or catching up a bulk ingest) takes seconds: rank with FTS5 meanwhile,
+        # and start it only after this search (a Python build thread would hold the GIL
+        # against this thread's row-by-row reads).
+        warm_after, lexical = lexical, None
     if req.mode in ("vector", "hybrid"):
         try:
             vector_hits = _vector_leg(index, embedder, req, fetch, where)
@@ -180,9 +176,7 @@ def run_search(
             if req.mode == "vector":
                 raise
             mode, degraded = "fts", f"vector search unavailable: {exc.message}"
-    if lexical_hits is not None:
-        fts_hits = lexical_hits.result()
-    elif mode in ("fts", "hybrid"):
+    if mode in ("fts", "hybrid"):
         if lexical is not None:
             fts_hits = lexical.search(req.query, fetch, where=where)
         else:
@@ -198,21 +192,10 @@ def run_search(
         fused = weighted_fusion(vector_hits, fts_hits, 1.0, 1.0)
     # Vectors missing (embedder down, jobs pending): see engram.retrieve.degraded.
     fused, degraded = degrade(db, fused, fts_hits, req, mode=mode, degraded=degraded)
-    return SearchResults(_hits(db, fused, req), mode=mode, degraded=degraded)
-
-
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
-
-
-def _legs() -> ThreadPoolExecutor:
-    """One shared thread for the BM25 leg of hybrid searches (numpy releases the GIL)."""
-    global _executor
-    if _executor is None:
-        with _executor_lock:
-            if _executor is None:
-                _executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="engram-bm25")
-    return _executor
+    results = SearchResults(_hits(db, fused, req), mode=mode, degraded=degraded)
+    if warm_after is not None:
+        warm_after.warm()
+    return results
 
 
 def _filter(db: Database, req: SearchRequest) -> VectorFilter | None:

@@ -16,7 +16,6 @@ import numpy.typing as npt
 
 from engram.embed.base import Vector
 from engram.storage.db import Database
-from engram.vector._blas import matvec
 from engram.vector.base import (
     VectorFilter,
     changes_since,
@@ -153,7 +152,7 @@ class ExactIndex:
             n = self._n
             if n == 0 or k <= 0:
                 return []
-            scores = matvec(self._matrix[:n], np.asarray(query, dtype=np.float32))
+            scores = self._matrix[:n] @ np.asarray(query, dtype=np.float32)
             mask = self._mask(where)
             if mask is not None:
                 idx = np.flatnonzero(mask)
