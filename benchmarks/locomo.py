@@ -113,7 +113,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         for i, conv in enumerate(data):
             path = Path(tmp) / f"conv{i}.db"
-            with engram.open(path, embedder=args.embedder, vector_index=args.index) as mem:
+            with engram.open(
+                path,
+                embedder=args.embedder,
+                vector_index=args.index,
+                neighbor_context=not args.no_neighbor_context,
+            ) as mem:
                 t0 = time.perf_counter()
                 turns += load_conversation(mem, conv, date_in_text=not args.no_date)
                 ingest_s += time.perf_counter() - t0
@@ -138,16 +143,13 @@ def _mode_kwargs(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         return {"mode": "vector"}
     if mode == "fts":
         return {"mode": "fts"}
-    if mode == "hybrid":
-        return {
-            "mode": "hybrid",
-            "vector_weight": args.vector_weight,
-            "fts_weight": args.fts_weight,
-        }
-    if mode == "hybrid-default":
-        return {"mode": "hybrid"}
+    weights = {"vector_weight": args.vector_weight, "fts_weight": args.fts_weight}
+    if mode == "hybrid":  # the API's defaults unless --vector-weight/--fts-weight
+        return {"mode": "hybrid", **weights}
+    if mode == "hybrid-seed":  # the seed's weights, whatever the embedder recommends
+        return {"mode": "hybrid", "vector_weight": 0.7, "fts_weight": 0.3}
     if mode == "hybrid-rrf":
-        return {"mode": "hybrid", "fusion": "rrf"}
+        return {"mode": "hybrid", "fusion": "rrf", **weights}
     raise SystemExit(f"unknown mode {mode!r}")
 
 
@@ -184,6 +186,7 @@ def summarize(
         "vector_weight": args.vector_weight,
         "fts_weight": args.fts_weight,
         "date_in_text": not args.no_date,
+        "neighbor_context": not args.no_neighbor_context,
     }
     return result
 
@@ -217,15 +220,20 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument(
         "--modes",
-        default="vector,fts,hybrid-default,hybrid,hybrid-rrf",
-        help="comma-separated: vector, fts, hybrid (--vector-weight/--fts-weight), "
-        "hybrid-default (the API defaults), hybrid-rrf",
+        default="vector,fts,hybrid,hybrid-seed,hybrid-rrf",
+        help="comma-separated: vector, fts, hybrid (the API's default weights, or "
+        "--vector-weight/--fts-weight), hybrid-seed (0.7/0.3), hybrid-rrf",
     )
     parser.add_argument("--embedder", default=None, help="embedder spec (default: bundled)")
     parser.add_argument("--index", default="exact")
-    parser.add_argument("--vector-weight", type=float, default=0.7)
-    parser.add_argument("--fts-weight", type=float, default=0.3)
+    parser.add_argument("--vector-weight", type=float, default=None)
+    parser.add_argument("--fts-weight", type=float, default=None)
     parser.add_argument("--no-date", action="store_true", help="don't prefix turns with dates")
+    parser.add_argument(
+        "--no-neighbor-context",
+        action="store_true",
+        help="open stores with neighbor_context=False (no BM25 context columns)",
+    )
     parser.add_argument("--limit", type=int, default=0, help="only the first N conversations")
     args = parser.parse_args()
     if not Path(args.data).exists():

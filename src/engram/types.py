@@ -92,8 +92,9 @@ class MemoryHybridQueryRequest(_ToDict):
     tags: Sequence[str] | None = None
     query_embedding: Sequence[float] | None = None
     top_k: int = 10
-    vector_weight: float = 0.7
-    fts_weight: float = 0.3
+    #: None: the embedder's recommended weights (see :meth:`engram.Engram.search`).
+    vector_weight: float | None = None
+    fts_weight: float | None = None
 
 
 #: The seed's name for a hybrid hit.

@@ -162,8 +162,13 @@ WRONG_SEARCH_ARGS: dict[str, st.SearchStrategy[Any]] = {
     "top_k": wrong(lambda v: type(v) is int and 1 <= v <= 1000),
     "mode": wrong(lambda v: v in ("hybrid", "vector", "fts")),
     "fusion": wrong(lambda v: v in ("weighted", "rrf")),
-    "vector_weight": wrong(lambda v: type(v) in (int, float) and math.isfinite(v) and v >= 0),
-    "fts_weight": wrong(lambda v: type(v) in (int, float) and math.isfinite(v) and v >= 0),
+    # None = the embedder's recommended weights.
+    "vector_weight": wrong(
+        lambda v: v is None or (type(v) in (int, float) and math.isfinite(v) and v >= 0)
+    ),
+    "fts_weight": wrong(
+        lambda v: v is None or (type(v) in (int, float) and math.isfinite(v) and v >= 0)
+    ),
     "min_score": wrong(lambda v: v is None or (type(v) in (int, float) and math.isfinite(v))),
     "query_embedding": wrong(lambda v: v is None),
 }

@@ -25,11 +25,13 @@ from engram.errors import ConfigError
 
 __all__ = [
     "DEFAULT_MODEL_ID",
+    "SEED_FUSION_WEIGHTS",
     "Embedder",
     "HashEmbedder",
     "StaticEmbedder",
     "embedder_for_model_id",
     "from_blob",
+    "fusion_weights",
     "normalize",
     "register_embedder",
     "resolve_embedder",
@@ -71,6 +73,24 @@ def resolve_embedder(spec: str | Embedder | None) -> Embedder:
         known = ", ".join(sorted(_FACTORIES))
         raise ConfigError(f"unknown embedder {spec!r} (known: {known})")
     return factory(arg.strip())
+
+
+#: The seed's hybrid weights (vector, BM25), for embedders that recommend none.
+SEED_FUSION_WEIGHTS = (0.7, 0.3)
+
+
+def fusion_weights(embedder: Embedder) -> tuple[float, float]:
+    """The (vector, BM25) weights hybrid search uses with ``embedder`` by default.
+
+    An embedder may recommend its own with a ``fusion_weights`` attribute (the bundled
+    static model does: its vectors are weaker than BM25 on conversation memory);
+    otherwise the seed's 0.7 / 0.3.
+    """
+    weights = getattr(embedder, "fusion_weights", None)
+    if weights is None:
+        return SEED_FUSION_WEIGHTS
+    v, f = weights
+    return float(v), float(f)
 
 
 def embedder_for_model_id(model_id: str) -> Embedder | None:

@@ -35,6 +35,10 @@ class StaticEmbedder:
             DEFAULT_MODEL_ID if path is None else f"model2vec:{self._path.name}"
         )
         self._dims = _read_dims(self._path)
+        # The bundled model's cosines are weaker evidence than BM25 on conversation
+        # memory: LoCoMo recall@10 0.755 at 0.3 / 0.7 vs 0.625 at the seed's 0.7 / 0.3
+        # (docs/retrieval.md). Other model2vec models keep the seed's weights.
+        self.fusion_weights: tuple[float, float] | None = (0.3, 0.7) if path is None else None
         self._model: Any = None
         self._lock = threading.Lock()
 

@@ -40,16 +40,25 @@ class SearchResults(list[SearchHit]):
     """
 
     def __init__(
-        self, hits: Sequence[SearchHit] = (), *, mode: str = "hybrid", degraded: str | None = None
+        self,
+        hits: Sequence[SearchHit] = (),
+        *,
+        mode: str = "hybrid",
+        degraded: str | None = None,
+        weights: tuple[float, float] | None = None,
     ) -> None:
         super().__init__(hits)
         self.mode = mode
         self.degraded = degraded
+        #: The (vector, BM25) fusion weights that were used.
+        self.weights = weights
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"mode", "degraded", "weights", "hits": [...]}``."""
         return {
             "mode": self.mode,
             "degraded": self.degraded,
+            "weights": None if self.weights is None else list(self.weights),
             "hits": [h.to_dict() for h in self],
         }
 
@@ -84,6 +93,7 @@ class SearchRequest:
         min_score: Any,
         query_embedding: Any,
         dims: int,
+        default_weights: tuple[float, float] = (0.7, 0.3),
     ) -> SearchRequest:
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, not {type(query).__name__}")
@@ -93,7 +103,7 @@ class SearchRequest:
             raise InvalidInputError(f"mode must be one of {get_args(SearchMode)}, not {mode!r}")
         if fusion not in get_args(FusionMode):
             raise InvalidInputError(f"fusion must be one of {get_args(FusionMode)}")
-        weights = (_number(vector_weight, "vector_weight"), _number(fts_weight, "fts_weight"))
+        weights = _weights(vector_weight, fts_weight, default_weights)
         if min(weights) < 0:
             raise InvalidInputError("weights must not be negative")
         floor = None if min_score is None else _number(min_score, "min_score")
@@ -109,6 +119,19 @@ class SearchRequest:
             min_score=floor,
             query_embedding=_embedding(query_embedding, dims),
         )
+
+
+def _weights(vector: Any, fts: Any, default: tuple[float, float]) -> tuple[float, float]:
+    """Both given: as given. One given: the other is its complement to 1. None: default."""
+    if vector is None and fts is None:
+        return default
+    if vector is None:
+        f = _number(fts, "fts_weight")
+        return max(0.0, 1.0 - f), f
+    v = _number(vector, "vector_weight")
+    if fts is None:
+        return v, max(0.0, 1.0 - v)
+    return v, _number(fts, "fts_weight")
 
 
 def _number(value: Any, what: str) -> float:
@@ -192,7 +215,12 @@ def run_search(
         fused = weighted_fusion(vector_hits, fts_hits, 1.0, 1.0)
     # Vectors missing (embedder down, jobs pending): see engram.retrieve.degraded.
     fused, degraded = degrade(db, fused, fts_hits, req, mode=mode, degraded=degraded)
-    results = SearchResults(_hits(db, fused, req), mode=mode, degraded=degraded)
+    results = SearchResults(
+        _hits(db, fused, req),
+        mode=mode,
+        degraded=degraded,
+        weights=(req.vector_weight, req.fts_weight),
+    )
     if warm_after is not None:
         warm_after.warm()
     return results
