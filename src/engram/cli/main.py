@@ -178,6 +178,12 @@ def _add(
     "--fusion", type=click.Choice(["weighted", "rrf"]), default="weighted", show_default=True
 )
 @click.option("--min-score", type=float, default=None, help="Drop hits scoring below this.")
+@click.option(
+    "--vector-weight", type=float, default=None, help="Vector weight (default: the embedder's)."
+)
+@click.option(
+    "--fts-weight", type=float, default=None, help="BM25 weight (default: the embedder's)."
+)
 @embedder_option
 @db_option
 @json_option
@@ -189,6 +195,8 @@ def search(
     mode: str,
     fusion: str,
     min_score: float | None,
+    vector_weight: float | None,
+    fts_weight: float | None,
     embedder: str | None,
     db_path: str,
     as_json: bool,
@@ -203,6 +211,8 @@ def search(
             mode=cast(SearchMode, mode),  # click.Choice has validated both
             fusion=cast(FusionMode, fusion),
             min_score=min_score,
+            vector_weight=vector_weight,
+            fts_weight=fts_weight,
         )
         emit(results, as_json, lambda: _print_results(results))
 
