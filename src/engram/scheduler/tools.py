@@ -24,7 +24,7 @@ from engram.scheduler.types import (
     ScheduleSearchFilters,
     ScheduleStatus,
 )
-from engram.tools._registry import ToolContext, ToolSpec
+from engram.tools._registry import ToolContext, ToolSpec, object_schema
 
 __all__ = ["SCHEDULE_TOOLS"]
 
@@ -63,15 +63,6 @@ _POLICY = {
     "description": "When to notify the user about a run. Default always.",
 }
 _LIMIT = {"type": "integer", "minimum": 1, "maximum": MAX_TOOL_PAGE, "default": 10}
-
-
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
 
 
 def _store(engine: Any) -> SchedulerStore:
@@ -176,7 +167,7 @@ SCHEDULE_TOOLS: list[ToolSpec] = [
             "Schedule future or recurring work for yourself (reminders, daily digests, "
             "periodic reviews). When it fires you will be run with `goal` as your task."
         ),
-        parameters=_schema(
+        parameters=object_schema(
             {
                 "goal": _GOAL,
                 "cadence_type": _CADENCE_TYPE,
@@ -192,7 +183,7 @@ SCHEDULE_TOOLS: list[ToolSpec] = [
     ToolSpec(
         name="schedule_list",
         description="List the user's schedules with their next run time, soonest first.",
-        parameters=_schema(
+        parameters=object_schema(
             {
                 "status": {"type": "string", "enum": [s.value for s in ScheduleStatus]},
                 "query": {"type": "string", "description": "Text to find in name or goal."},
@@ -209,7 +200,7 @@ SCHEDULE_TOOLS: list[ToolSpec] = [
             "Change a schedule: goal, name, cadence, time zone, notification policy, or "
             "pause/resume it (status 'paused' / 'active'). Omitted fields stay as they are."
         ),
-        parameters=_schema(
+        parameters=object_schema(
             {
                 "schedule_id": _ID,
                 "goal": _GOAL,
@@ -227,13 +218,13 @@ SCHEDULE_TOOLS: list[ToolSpec] = [
     ToolSpec(
         name="schedule_delete",
         description="Delete a schedule and its run history for good.",
-        parameters=_schema({"schedule_id": _ID}, ["schedule_id"]),
+        parameters=object_schema({"schedule_id": _ID}, ["schedule_id"]),
         handler=schedule_delete,
     ),
     ToolSpec(
         name="schedule_history",
         description="Recent runs of a schedule, newest first, with status and output summary.",
-        parameters=_schema({"schedule_id": _ID, "limit": _LIMIT}, ["schedule_id"]),
+        parameters=object_schema({"schedule_id": _ID, "limit": _LIMIT}, ["schedule_id"]),
         handler=schedule_history,
     ),
 ]

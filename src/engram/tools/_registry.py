@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ToolContext", "ToolSpec"]
+__all__ = ["ToolContext", "ToolSpec", "object_schema"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,3 +31,13 @@ class ToolSpec:
     description: str
     parameters: dict[str, Any]
     handler: Callable[[Any, dict[str, Any], ToolContext], Any] = field(repr=False)
+
+
+def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    """A JSON schema for a tool's arguments: these properties, no others."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }

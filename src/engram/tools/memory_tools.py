@@ -34,7 +34,7 @@ from engram.memory import (
     update_note,
     write_scratchpad,
 )
-from engram.tools._registry import ToolContext, ToolSpec
+from engram.tools._registry import ToolContext, ToolSpec, object_schema
 
 __all__ = ["MEMORY_TOOLS"]
 
@@ -65,15 +65,6 @@ _KEY = {
     "maxLength": MAX_FACT_NAME_CHARS,
     "description": "Fact name, unique within its category, e.g. 'favorite_language'.",
 }
-
-
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
 
 
 def _note(note: Note) -> dict[str, Any]:
@@ -212,7 +203,7 @@ MEMORY_TOOLS: list[ToolSpec] = [
             "Save a durable note to the user's long-term memory (facts about them, "
             "decisions, things to remember across sessions). Returns the new note_id."
         ),
-        parameters=_schema({"content": _CONTENT, "tags": _TAGS}, ["content"]),
+        parameters=object_schema({"content": _CONTENT, "tags": _TAGS}, ["content"]),
         handler=memory_save,
     ),
     ToolSpec(
@@ -221,7 +212,7 @@ MEMORY_TOOLS: list[ToolSpec] = [
             "Search the user's long-term notes and facts by meaning and keywords. "
             "With tags, only notes having all of them are returned."
         ),
-        parameters=_schema(
+        parameters=object_schema(
             {
                 "query": {"type": "string", "minLength": 1, "description": "What to look for."},
                 "tags": _TAGS,
@@ -242,19 +233,21 @@ MEMORY_TOOLS: list[ToolSpec] = [
             "Replace the content and/or tags of an existing note, keeping its note_id. "
             "Omitted fields stay as they are."
         ),
-        parameters=_schema({"note_id": _NOTE_ID, "content": _CONTENT, "tags": _TAGS}, ["note_id"]),
+        parameters=object_schema(
+            {"note_id": _NOTE_ID, "content": _CONTENT, "tags": _TAGS}, ["note_id"]
+        ),
         handler=memory_update,
     ),
     ToolSpec(
         name="memory_delete",
         description="Delete a note from long-term memory for good.",
-        parameters=_schema({"note_id": _NOTE_ID}, ["note_id"]),
+        parameters=object_schema({"note_id": _NOTE_ID}, ["note_id"]),
         handler=memory_delete,
     ),
     ToolSpec(
         name="scratchpad_read",
         description="Read this session's scratchpad (your working notes for the current task).",
-        parameters=_schema({}, []),
+        parameters=object_schema({}, []),
         handler=scratchpad_read,
     ),
     ToolSpec(
@@ -263,13 +256,15 @@ MEMORY_TOOLS: list[ToolSpec] = [
             "Replace this session's scratchpad with a list of short items: current goal, "
             "done steps, next steps. At most 32 items of at most 240 characters each."
         ),
-        parameters=_schema({"items": {"type": "array", "items": {"type": "string"}}}, ["items"]),
+        parameters=object_schema(
+            {"items": {"type": "array", "items": {"type": "string"}}}, ["items"]
+        ),
         handler=scratchpad_write,
     ),
     ToolSpec(
         name="scratchpad_clear",
         description="Clear this session's scratchpad when the task is done.",
-        parameters=_schema({}, []),
+        parameters=object_schema({}, []),
         handler=scratchpad_clear,
     ),
     ToolSpec(
@@ -278,7 +273,7 @@ MEMORY_TOOLS: list[ToolSpec] = [
             "Record a key/value fact about the user (category + key -> value). Setting an "
             "existing key replaces its value; the old value is kept in the history."
         ),
-        parameters=_schema(
+        parameters=object_schema(
             {
                 "category": _CATEGORY,
                 "key": _KEY,
@@ -299,7 +294,7 @@ MEMORY_TOOLS: list[ToolSpec] = [
             "Look up one fact. With include_history, also its earlier values (what was "
             "believed before)."
         ),
-        parameters=_schema(
+        parameters=object_schema(
             {"category": _CATEGORY, "key": _KEY, "include_history": {"type": "boolean"}},
             ["category", "key"],
         ),
@@ -308,13 +303,13 @@ MEMORY_TOOLS: list[ToolSpec] = [
     ToolSpec(
         name="fact_list",
         description="List the user's facts, optionally only one category.",
-        parameters=_schema({"category": _CATEGORY}, []),
+        parameters=object_schema({"category": _CATEGORY}, []),
         handler=fact_list,
     ),
     ToolSpec(
         name="fact_delete",
         description="Delete a fact that is no longer true (its value stays in the history).",
-        parameters=_schema({"category": _CATEGORY, "key": _KEY}, ["category", "key"]),
+        parameters=object_schema({"category": _CATEGORY, "key": _KEY}, ["category", "key"]),
         handler=fact_delete,
     ),
 ]
