@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
+from os import PathLike
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
@@ -72,6 +73,13 @@ def open(  # shadows the builtin on purpose: engram.open(path)
     derived from the file, exact FTS5-compatible scores, fast at any size) or ``"fts5"``
     (SQLite's own ``bm25()``; no memory, slow when query words are common).
     """
+    if not isinstance(path, str | PathLike):
+        raise ConfigError(f"path must be a str or a path, not {type(path).__name__}")
+    for name, value in (("chunk_max_chars", chunk_max_chars), ("chunk_overlap", chunk_overlap)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name} must be an integer, not {type(value).__name__}")
+    if not isinstance(vector_index, str):
+        raise ConfigError("vector_index must be a string")
     return Engram(
         path,
         embedder=embedder,

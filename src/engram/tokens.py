@@ -35,4 +35,9 @@ def message_tokens(payload: Any, counter: TokenCounter = estimate_tokens) -> int
             body += json.dumps(payload["tool_calls"], ensure_ascii=False)
     else:
         body = json.dumps(payload, ensure_ascii=False)
-    return counter(body) + MESSAGE_OVERHEAD
+    tokens = counter(body)
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        from engram.errors import InvalidInputError
+
+        raise InvalidInputError("token_counter must return a non-negative integer")
+    return tokens + MESSAGE_OVERHEAD

@@ -95,3 +95,29 @@ def test_close_is_idempotent(db_path: Path) -> None:
     mem.close()
     mem.close()
     assert mem.db.closed
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"path": None},
+        {"path": 42},
+        {"chunk_max_chars": "x"},
+        {"chunk_overlap": 1.5},
+        {"chunk_max_chars": True},
+        {"vector_index": 3},
+    ],
+)
+def test_bad_open_arguments_are_config_errors(tmp_path: Path, kwargs: dict[str, object]) -> None:
+    args: dict[str, object] = {"path": tmp_path / "m.db", "embedder": "hash"}
+    args.update(kwargs)
+    path = args.pop("path")
+    with pytest.raises(engram.ConfigError):
+        engram.open(path, **args)  # type: ignore[arg-type]
+    assert not (Path.cwd() / "None").exists()
+
+
+def test_a_token_counter_returning_junk_is_invalid_input(mem: engram.Engram) -> None:
+    mem.store("s", 1, "hello")
+    with pytest.raises(engram.InvalidInputError):
+        mem.restore("s", 100, token_counter=lambda text: "many")  # type: ignore[arg-type,return-value]
