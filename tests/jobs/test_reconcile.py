@@ -150,3 +150,18 @@ def test_a_tampered_sqlite_vec_index_is_rebuilt(db_path: Path) -> None:
         assert (report.vector_count, report.index_size, report.index_rebuilt) == (6, 4, True)
         assert mem.index.size() == 6
         assert mem.reconcile(repair=False).consistent
+
+
+def test_reconcile_checks_and_repairs_the_bm25_index(tmp_path: Path) -> None:
+    with engram.open(tmp_path / "m.db", embedder="hash") as mem:
+        mem.store_many([("s", i, f"message {i} about lakes") for i in range(1, 6)])
+        report = mem.reconcile(repair=False)
+        assert report.lexical_size == report.chunks == 5 and report.consistent
+        assert mem.lexical is not None
+        mem.lexical._remove(int(mem.db.scalar("SELECT min(id) FROM chunks")))  # corrupt it
+        mem.lexical._data_version = mem.db.change_token()  # and make it look current
+        mem.lexical._dirty = False
+        broken = mem.reconcile(repair=True)
+        assert broken.lexical_size == 4 and not broken.consistent and broken.lexical_rebuilt
+        assert mem.reconcile(repair=False).consistent
+        assert len(mem.lexical.search("lakes", 10)) == 5

@@ -8,7 +8,8 @@ SQLite is the source of truth; each check compares something derived with it:
   every process's index drops them), re-queued;
 * vectors whose chunk is gone (only possible with foreign keys off) - deleted;
 * the FTS index's row count vs the chunks table - ``rebuild``;
-* the derived vector index's size after catching up vs ``chunks_vec`` - ``rebuild``
+* the derived vector index's size after catching up vs ``chunks_vec`` - ``rebuild``;
+* the in-memory BM25 index's size after catching up vs ``chunks`` - ``rebuild``
   (reported as -1, not checked, while unrepaired wrong-size vectors remain).
 
 A store opened with ``indexing="sync"`` embeds the re-queued chunks at once; a
@@ -89,6 +90,10 @@ def reconcile(
     index_size = -1 if bad and not repair else engine.index.size()
     if repair and index_size != vector_count:
         engine.index.rebuild()
+    lexical_size = None if engine.lexical is None else engine.lexical.size()
+    lexical_rebuilt = repair and lexical_size is not None and lexical_size != chunks
+    if lexical_rebuilt and engine.lexical is not None:
+        engine.lexical.rebuild()
     return ReconcileReport(
         repaired=repair,
         chunks=chunks,
@@ -103,4 +108,6 @@ def reconcile(
         embedded=embedded,
         fts_rebuilt=repair and fts_rows != chunks,
         index_rebuilt=repair and index_size != vector_count,
+        lexical_size=lexical_size,
+        lexical_rebuilt=lexical_rebuilt,
     )

@@ -168,6 +168,9 @@ class ReconcileReport(_ToDict):
       repair rebuilds it (``fts_rebuilt``).
     * ``index_size`` / ``vector_count``: the derived vector index after catching up vs
       ``chunks_vec``; repair rebuilds it on a mismatch (``index_rebuilt``).
+    * ``lexical_size``: documents in the in-memory BM25 index after catching up (None
+      when the store ranks with FTS5); repair rebuilds it when it differs from
+      ``chunks`` (``lexical_rebuilt``).
     * ``enqueued``: jobs created or reset by the repair; ``embedded``: how many were
       embedded right away (sync-indexing stores drain the queue; background stores
       leave it to the worker).
@@ -186,6 +189,8 @@ class ReconcileReport(_ToDict):
     embedded: int = 0
     fts_rebuilt: bool = False
     index_rebuilt: bool = False
+    lexical_size: int | None = None
+    lexical_rebuilt: bool = False
 
     @property
     def consistent(self) -> bool:
@@ -196,6 +201,7 @@ class ReconcileReport(_ToDict):
             and self.orphan_vectors == 0
             and self.fts_rows == self.chunks
             and self.index_size == self.vector_count
+            and self.lexical_size in (None, self.chunks)
         )
 
     def to_dict(self) -> dict[str, Any]:
