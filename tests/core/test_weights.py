@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import engram
 from engram.embed import SEED_FUSION_WEIGHTS, fusion_weights
+
+from ._support import TableEmbedder
 
 
 def test_bundled_model_recommends_bm25_leaning_weights(mem_static: engram.Engram) -> None:
@@ -14,10 +18,19 @@ def test_bundled_model_recommends_bm25_leaning_weights(mem_static: engram.Engram
     assert mem_static.search("cat").weights == (0.3, 0.7)
 
 
-def test_other_embedders_get_the_seed_weights(mem: engram.Engram) -> None:
+def test_the_hash_embedder_leans_on_bm25(mem: engram.Engram) -> None:
     mem.store("s", 1, "The cat sat on the warm windowsill.")
-    assert fusion_weights(mem.embedder) == SEED_FUSION_WEIGHTS == (0.7, 0.3)
-    assert mem.search("cat").weights == (0.7, 0.3)
+    assert fusion_weights(mem.embedder) == (0.1, 0.9)
+    assert mem.search("cat").weights == (0.1, 0.9)
+
+
+def test_other_embedders_get_the_seed_weights(tmp_path: Path) -> None:
+    embedder = TableEmbedder({})
+    assert not hasattr(embedder, "fusion_weights")
+    with engram.open(tmp_path / "t.db", embedder=embedder) as mem:
+        mem.store("s", 1, "The cat sat on the warm windowsill.")
+        assert fusion_weights(mem.embedder) == SEED_FUSION_WEIGHTS == (0.7, 0.3)
+        assert mem.search("cat").weights == (0.7, 0.3)
 
 
 @pytest.mark.parametrize(

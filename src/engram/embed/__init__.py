@@ -83,8 +83,8 @@ def fusion_weights(embedder: Embedder) -> tuple[float, float]:
     """The (vector, BM25) weights hybrid search uses with ``embedder`` by default.
 
     An embedder may recommend its own with a ``fusion_weights`` attribute (the bundled
-    static model does: its vectors are weaker than BM25 on conversation memory);
-    otherwise the seed's 0.7 / 0.3.
+    static model recommends 0.3 / 0.7 and the hash embedder 0.1 / 0.9: their vectors are
+    weaker evidence than BM25); otherwise the seed's 0.7 / 0.3.
     """
     weights = getattr(embedder, "fusion_weights", None)
     if weights is None:

@@ -24,6 +24,9 @@ class HashEmbedder:
         if dimensions < 1:
             raise ValueError("dimensions must be positive")
         self._dims = dimensions
+        # Its vectors only recognise (near-)identical text, so hybrid search leans on BM25:
+        # LoCoMo recall@10 0.748 at 0.1 / 0.9 vs 0.089 at the seed's 0.7 / 0.3.
+        self.fusion_weights: tuple[float, float] | None = (0.1, 0.9)
 
     @property
     def model_id(self) -> str:
