@@ -185,7 +185,7 @@ def run_search(
     fts_hits: list[tuple[int, float]] = []
     where = _filter(db, req)
     if where is not None and where.rowids is not None and len(where.rowids) == 0:
-        return SearchResults([], mode=mode)
+        return SearchResults([], mode=mode, weights=(req.vector_weight, req.fts_weight))
     warm_after: Bm25Index | None = None
     if lexical is not None and not lexical.usable():
         # Building (or catching up a bulk ingest) takes seconds: rank with FTS5 meanwhile,
