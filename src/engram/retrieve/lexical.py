@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+import time
 from array import array
 from collections import Counter
 from collections.abc import Sequence
@@ -217,10 +218,15 @@ class Bm25Index:
                     "WHERE id IN (SELECT value FROM json_each(?))",
                     (f"[{','.join(map(str, sorted(reread)))}]",),
                 )
+        background = threading.current_thread() is self._builder
         for i, (rowid, session_id, *columns) in enumerate(rows):
-            if self._closing and i % 1024 == 0:
-                self._reset()
-                return
+            if i % 16 == 0 and background:
+                # Hand the GIL over often: a searching thread re-takes it after every
+                # SQLite step and would otherwise wait a whole switch interval each time.
+                time.sleep(0)
+                if self._closing:
+                    self._reset()
+                    return
             self._add(int(rowid), str(session_id), columns)
             self._max_rowid = max(self._max_rowid, int(rowid))
         if self._dead > max(1024, len(self._alive) // 4):
