@@ -110,12 +110,6 @@ WHERE status = 'failed'
 
 PRUNE_DONE = "DELETE FROM memory_jobs WHERE status = 'done' AND updated_at < ?"
 
-# Keep the newest rows of the vector change log; an index further behind rebuilds.
-PRUNE_CHANGES = """
-DELETE FROM chunks_vec_changes
-WHERE seq <= (SELECT coalesce(max(seq), 0) FROM chunks_vec_changes) - ?
-"""
-
 COUNT_BY_STATUS = "SELECT status, count(*) FROM memory_jobs GROUP BY status"
 
 COUNT_DUE = """

@@ -22,7 +22,7 @@ from engram.embed.base import Vectors, to_blob
 from engram.errors import InvalidInputError
 from engram.jobs import _sql
 from engram.jobs.types import Clock, JobInfo, JobPolicy, JobQueueStatus, JobStatus
-from engram.storage import log as _log
+from engram.storage import changes
 from engram.storage.db import Database
 
 __all__ = [
@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 #: Rows of ``chunks_vec_changes`` kept after each completed batch.
-CHANGE_LOG_KEEP = _log.CHANGE_LOG_KEEP
+CHANGE_LOG_KEEP = changes.KEEP
 
 #: ``last_error`` is cut to this many characters (provider errors can be whole pages).
 MAX_ERROR_CHARS = 2000
@@ -146,7 +146,7 @@ def complete(
             )
             db.execute(_sql.MARK_DONE, (stamp, job.job_id, batch.token))
             done += db.changes()
-        db.execute(_sql.PRUNE_CHANGES, (CHANGE_LOG_KEEP,))
+        changes.prune(db, ("chunks_vec_changes",), CHANGE_LOG_KEEP)
     return done, len(batch.jobs) - done
 
 

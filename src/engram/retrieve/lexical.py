@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.retrieve.fts import COLUMN_WEIGHTS, MAX_QUERY_TERMS, STOPWORDS
+from engram.storage.changes import read_since
 from engram.storage.db import Database
 from engram.vector.base import VectorFilter
 
@@ -190,23 +191,16 @@ class Bm25Index:
         if not self._dirty and version == self._data_version:
             return
         with self._db.snapshot():
-            row = self._db.query_one(
-                "SELECT coalesce((SELECT max(seq) FROM chunks_changes), 0), "
-                "coalesce((SELECT min(seq) FROM chunks_changes), 0)"
-            )
-            assert row is not None
-            newest, oldest = int(row[0]), int(row[1])
-            if self._max_rowid and oldest > self._changes_seen + 1:
-                self._reset()  # the log was pruned past what we saw
+            seen = self._changes_seen if self._max_rowid else None
+            newest, logged = read_since(self._db, "chunks_changes", seen, "chunk_rowid, op")
+            if logged is None:
+                self._reset()  # the log was pruned past what we saw: reload everything
+                logged = []
             reread: set[int] = set()
-            if self._max_rowid and newest > self._changes_seen:
-                for rowid, op in self._db.query(
-                    "SELECT chunk_rowid, op FROM chunks_changes WHERE seq > ? ORDER BY seq",
-                    (self._changes_seen,),
-                ):
-                    self._remove(int(rowid))
-                    if op == "u" and rowid <= self._max_rowid:
-                        reread.add(int(rowid))
+            for rowid, op in logged:
+                self._remove(int(rowid))
+                if op == "u" and rowid <= self._max_rowid:
+                    reread.add(int(rowid))
             self._changes_seen = newest
             rows = self._db.query(
                 f"SELECT id, session_id, {_COLUMNS} FROM chunks WHERE id > ? ORDER BY id",

@@ -104,6 +104,11 @@ class Database:
         """``PRAGMA data_version``: changes when another connection commits."""
         return int(self.scalar("PRAGMA data_version"))
 
+    @property
+    def commit_count(self) -> int:
+        """Transactions this connection has committed."""
+        return self._commits
+
     def change_token(self) -> tuple[int, int]:
         """Changes whenever anything committed: another connection or this one.
 

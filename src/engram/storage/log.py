@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from engram.errors import ConflictError
 from engram.index.pipeline import PreparedEvent
+from engram.storage import changes
 from engram.storage.db import Database
 from engram.types import MemoryRecord, SessionInfo
 
@@ -243,19 +244,8 @@ def write_events(
         cur.previous_text = event.chunks[-1].text[-CONTEXT_CHARS:] if event.chunks else ""
     for sid, cur in cursors.items():
         db.execute(SET_LAST_SEQUENCE, (sid, cur.last, now))
-    prune_change_logs(db)
+    changes.prune_now_and_then(db)
     return added
-
-
-#: Rows kept in each change log (``chunks_changes``, ``chunks_vec_changes``). A derived
-#: index that falls further behind than this rebuilds instead of catching up.
-CHANGE_LOG_KEEP = 100_000
-
-
-def prune_change_logs(db: Database, keep: int = CHANGE_LOG_KEEP) -> None:
-    """Drop all but the newest ``keep`` rows of the change logs (a cheap range delete)."""
-    for table in ("chunks_changes", "chunks_vec_changes"):
-        db.execute(f"DELETE FROM {table} WHERE seq <= (SELECT max(seq) FROM {table}) - ?", (keep,))
 
 
 def _next_heads(events: Sequence[PreparedEvent]) -> list[str]:

@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engram.embed.base import Vector
+from engram.storage.changes import read_since
 from engram.storage.db import Database
 
 __all__ = [
@@ -104,28 +105,14 @@ def fetch_rows(db: Database, rowids: Sequence[int], dims: int) -> VectorRows:
 
 
 def changes_since(db: Database, seen: int | None) -> tuple[int, list[int] | None]:
-    """``(newest_seq, rowids)`` logged in ``chunks_vec_changes`` after ``seen``.
+    """``(newest_seq, rowids)`` of vectors changed after ``seen`` (each id once).
 
-    The log holds vectors inserted below the newest chunk id and vectors rewritten in
-    place: changes "new ids above the highest held" cannot see (migration 0005).
-    ``seen=None`` (an empty index about to load everything) returns no ids. ``rowids``
-    is None when the log was pruned past ``seen``: the caller must rebuild.
+    ``rowids`` is None when the log was pruned past ``seen``: the caller must rebuild.
     """
-    row = db.query_one(
-        "SELECT coalesce((SELECT max(seq) FROM chunks_vec_changes), 0), "
-        "coalesce((SELECT min(seq) FROM chunks_vec_changes), 0)"
-    )
-    assert row is not None
-    newest, oldest = int(row[0]), int(row[1])
-    if seen is None or newest <= seen:
-        return newest, []
-    if seen < oldest - 1:
+    newest, rows = read_since(db, "chunks_vec_changes", seen)
+    if rows is None:
         return newest, None
-    ids = db.query(
-        "SELECT DISTINCT chunk_rowid FROM chunks_vec_changes WHERE seq > ? AND seq <= ?",
-        (seen, newest),
-    )
-    return newest, [int(r[0]) for r in ids]
+    return newest, list(dict.fromkeys(int(r[0]) for r in rows))
 
 
 def _rows(rows: Sequence[Sequence[Any]], dims: int) -> VectorRows:
