@@ -273,7 +273,6 @@ class Engram(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
                 [(e.session_id, e.sequence) for e in events],
                 now,
             )
-        self.index.invalidate()
         self.working_memory.note_write(events, now)
         return added
 
@@ -303,7 +302,6 @@ class Engram(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         check_id(session_id, "session_id")
         with self.db.atomic():
             existed = log.delete_session(self.db, session_id)
-        self.index.invalidate()
         self.working_memory.invalidate(session_id)
         return existed
 

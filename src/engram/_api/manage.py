@@ -66,7 +66,6 @@ class ManageAPI(Facet):
     def sweep_expired(self, now: datetime | str | None = None) -> _mt.SweepResult:
         """Delete expired and decayed-below-floor chunks, and events left without any."""
         result = _expiry.sweep_expired(self._engram.db, now)
-        self._engram.index.invalidate()
         return result
 
     def set_quota(

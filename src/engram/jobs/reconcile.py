@@ -81,7 +81,6 @@ def reconcile(
             enqueued = queue.enqueue(db, [*missing, *bad], clock())
             if fts_rows != chunks:
                 db.execute(REBUILD_FTS)
-    engine.index.invalidate()
     embedded = 0
     if repair and enqueued and engine.indexing == "sync":
         embedded = run_jobs(engine, clock=clock).succeeded

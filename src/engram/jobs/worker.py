@@ -137,8 +137,6 @@ def run_jobs(
         )
         tally.succeeded += succeeded
         tally.discarded += discarded
-        if succeeded:
-            engine.index.invalidate()
     return tally.report()
 
 

@@ -393,21 +393,17 @@ def _store(
     notes: Sequence[tuple[str, list[str]]],
 ) -> tuple[tuple[Fact, ...], tuple[Note, ...]]:
     """Write everything in one transaction (the memory APIs nest as savepoints)."""
-    try:
-        with engine.db.atomic():
-            stored_facts = tuple(
-                engine.set_fact(user_id, category, key, value, source="agent")
-                for category, key, value in facts
+    with engine.db.atomic():
+        stored_facts = tuple(
+            engine.set_fact(user_id, category, key, value, source="agent")
+            for category, key, value in facts
+        )
+        stored_notes = tuple(
+            engine.store_note(
+                notes_sid, f"note-{uuid.uuid4().hex}", content, source=NOTE_SOURCE, tags=tags
             )
-            stored_notes = tuple(
-                engine.store_note(
-                    notes_sid, f"note-{uuid.uuid4().hex}", content, source=NOTE_SOURCE, tags=tags
-                )
-                for content, tags in notes
-            )
-    finally:
-        # A rollback must not leave the in-memory vector index believing in lost rows.
-        engine.index.invalidate()
+            for content, tags in notes
+        )
     return stored_facts, stored_notes
 
 

@@ -197,7 +197,6 @@ def consolidate(
         counts["skipped"] = counts.pop("merge_skipped") + counts.pop("span_skipped")
         for key, value in counts.items():
             totals[key] += value
-    engine.index.invalidate()
     return ConsolidationReport(
         sessions=len(sessions),
         merged_groups=totals["groups"],

@@ -112,7 +112,6 @@ def set_fact(
             db.execute(INSERT_FACT, (scope, category, key, value, source, now, now))
             created_at = now
         _reindex(engine, db, session_id, category, key, source, texts, vectors, now)
-    engine.index.invalidate()
     return Fact(scope, category, key, value, source, created_at, now)
 
 
@@ -161,7 +160,6 @@ def delete_fact(
                 (scope, category, key),
             )
         db.execute(DELETE_FACT_CHUNKS, (session_id, category, key))
-    engine.index.invalidate()
     return row is not None
 
 

@@ -170,7 +170,6 @@ def delete_note(engine: Engram, session_id: str, note_id: str) -> bool:
         removed_chunks = db.changes()
         if row is not None:
             db.execute(DELETE_NOTE_EVENT, (session_id, int(row[0])))
-    engine.index.invalidate()
     return row is not None or removed_chunks > 0
 
 
@@ -329,7 +328,6 @@ def _put(
         if kept is not None:
             restore_state(db, session_id, sequence, kept)
         enforce_quotas(db, [session_id], [(session_id, sequence)], now)
-    engine.index.invalidate()
     return Note(session_id, note_id, content, source, tuple(tags), created_at, now, sequence)
 
 

@@ -61,6 +61,8 @@ class Database:
         self._lock = threading.RLock()
         self._depth = 0
         self._commits = 0
+        self._rollbacks = 0
+        self._writing = 0
         self._closed = False
         self.extensions: set[str] = set()
 
@@ -110,12 +112,17 @@ class Database:
         return self._commits
 
     def change_token(self) -> tuple[int, int]:
-        """Changes whenever anything committed: another connection or this one.
+        """Changes whenever anything was written: by another connection or this one.
 
-        ``data_version`` alone misses this connection's own commits; derived indexes
-        compare this token to know when to catch up, whoever wrote.
+        ``data_version`` alone misses this connection's own writes, so the token adds
+        SQLite's count of rows this connection changed (transactions and autocommit
+        statements alike). Derived indexes compare it to know when to catch up, whoever
+        wrote; nobody has to remember to tell them. Rollbacks count too. Derived indexes
+        do not catch up inside a write transaction (see ``in_write_transaction``): rows
+        they would load could still be rolled back, and their ids reused.
         """
-        return self.data_version(), self._commits
+        with self._lock, _translate():
+            return self.data_version(), int(self._conn.total_changes()) + self._rollbacks
 
     # -- transactions -------------------------------------------------------------------
 
@@ -132,10 +139,13 @@ class Database:
             with _translate():
                 self._conn.execute("BEGIN IMMEDIATE" if depth == 0 else f"SAVEPOINT {name}")
             self._depth += 1
+            self._writing += 1
             try:
                 yield self
             except BaseException:
                 self._depth -= 1
+                self._writing -= 1
+                self._rollbacks += 1
                 with contextlib.suppress(apsw.Error):
                     if depth == 0:
                         self._conn.execute("ROLLBACK")
@@ -143,6 +153,7 @@ class Database:
                         self._conn.execute(f"ROLLBACK TO {name}; RELEASE {name}")
                 raise
             self._depth -= 1
+            self._writing -= 1
             with _translate():
                 self._conn.execute("COMMIT" if depth == 0 else f"RELEASE {name}")
             if depth == 0:
@@ -170,7 +181,13 @@ class Database:
 
     @property
     def in_transaction(self) -> bool:
+        """Inside :meth:`atomic` or :meth:`snapshot`."""
         return self._depth > 0
+
+    @property
+    def in_write_transaction(self) -> bool:
+        """Inside :meth:`atomic`: what this connection reads may still be rolled back."""
+        return self._writing > 0
 
     # -- extensions and lifecycle -------------------------------------------------------
 

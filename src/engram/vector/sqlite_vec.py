@@ -78,6 +78,8 @@ class SqliteVecIndex:
             self._catch_up()
 
     def _catch_up(self) -> None:
+        if self._db.in_write_transaction:
+            return  # serve the last committed state: uncommitted rows may roll back
         version = self._db.change_token()
         if not self._dirty and version == self._data_version:
             return
