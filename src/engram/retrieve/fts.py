@@ -13,7 +13,14 @@ from collections.abc import Sequence
 
 from engram.storage.db import Database
 
-__all__ = ["MAX_QUERY_TERMS", "STOPWORDS", "fts_query", "fts_search", "tag_clause"]
+__all__ = [
+    "MAX_QUERY_TERMS",
+    "STOPWORDS",
+    "fts_query",
+    "fts_search",
+    "query_words",
+    "tag_clause",
+]
 
 MAX_QUERY_TERMS = 48
 
@@ -32,18 +39,18 @@ _STOPWORD_TEXT = """
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
+def query_words(text: str) -> list[str]:
+    """The words a query searches for: lower-cased, stop words dropped (unless nothing
+    else is left), de-duplicated, at most ``MAX_QUERY_TERMS``. Both BM25 backends use it."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    content = [w for w in words if w not in STOPWORDS] or words
+    return list(dict.fromkeys(content))[:MAX_QUERY_TERMS]
+
+
 def fts_query(text: str) -> str | None:
     """A safe FTS5 MATCH expression for ``text``, or ``None`` if it has no words."""
-    terms = [t.lower() for t in _WORD.findall(text)]
-    content = [t for t in terms if t not in STOPWORDS] or terms
-    seen: dict[str, None] = {}
-    for term in content:
-        if len(seen) >= MAX_QUERY_TERMS:
-            break
-        seen.setdefault(term, None)
-    if not seen:
-        return None
-    return " OR ".join(f'"{t}"' for t in seen)
+    words = query_words(text)
+    return " OR ".join(f'"{w}"' for w in words) if words else None
 
 
 def tag_clause(tags: Sequence[str], alias: str = "c") -> tuple[str, list[str]]:

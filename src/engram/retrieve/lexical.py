@@ -20,7 +20,6 @@ rebuild once they outnumber a quarter of the documents.
 from __future__ import annotations
 
 import math
-import re
 import threading
 import time
 from array import array
@@ -33,7 +32,7 @@ import apsw
 import numpy as np
 import numpy.typing as npt
 
-from engram.retrieve.fts import COLUMN_WEIGHTS, MAX_QUERY_TERMS, STOPWORDS
+from engram.retrieve.fts import COLUMN_WEIGHTS, query_words
 from engram.storage.changes import read_since
 from engram.storage.db import Database
 from engram.vector.base import VectorFilter
@@ -46,7 +45,6 @@ K1 = 1.2
 BACKLOG = 20_000
 B = 0.75
 IDF_FLOOR = 1e-6
-_WORD = re.compile(r"\w+", re.UNICODE)
 _COLUMNS = "chunk_text, context_before, context_after"
 
 
@@ -89,16 +87,8 @@ class Bm25Index:
 
     def query_terms(self, text: str) -> list[str]:
         """The stemmed, de-duplicated, stop-word-free terms of a query (as FTS5 sees them)."""
-        words = [w.lower() for w in _WORD.findall(text)]
-        content = [w for w in words if w not in STOPWORDS] or words
-        terms: dict[str, None] = {}
-        for word in content:
-            if len(terms) >= MAX_QUERY_TERMS:
-                break
-            stem = self._stem(word)
-            if stem:
-                terms.setdefault(stem, None)
-        return list(terms)
+        stems = (self._stem(word) for word in query_words(text))
+        return list(dict.fromkeys(s for s in stems if s))
 
     # -- state --------------------------------------------------------------------------
 
