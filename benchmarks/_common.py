@@ -105,7 +105,7 @@ def machine_info() -> dict[str, Any]:
     try:
         from importlib.metadata import version
 
-        info["engram"] = version("engram-memory")
+        info["mindfile"] = version("mindfile")
     except Exception:  # not installed as a distribution
-        info["engram"] = None
+        info["mindfile"] = None
     return info

@@ -1,9 +1,9 @@
-"""Background-indexing benchmark for Engram (a script, not a test).
+"""Background-indexing benchmark for Mindfile (a script, not a test).
 
 Measures, on an on-disk store in a temporary directory:
 
 1. the cost the job backlog check adds to every hybrid/vector search
-   (``engram.retrieve.degraded.backlog_note``: one indexed ``EXISTS``) with an empty
+   (``mindfile.retrieve.degraded.backlog_note``: one indexed ``EXISTS``) with an empty
    queue, with many finished (``done``) jobs, and with a backlog;
 2. ``store`` latency with ``indexing="sync"`` vs ``"background"`` (the write path
    without the embedder);
@@ -27,8 +27,8 @@ from typing import Any
 
 from _common import print_table
 
-import engram
-from engram.retrieve.degraded import backlog_note
+import mindfile
+from mindfile.retrieve.degraded import backlog_note
 
 
 def _per_call_us(fn: Callable[[], Any], repeat: int) -> float:
@@ -48,7 +48,7 @@ def _events(n: int, session: str = "s") -> list[tuple[str, int, str]]:
 
 def bench_check(tmp: Path, events: int, embedder: str) -> list[dict[str, Any]]:
     rows = []
-    with engram.open(tmp / "check.db", embedder=embedder, indexing="background") as mem:
+    with mindfile.open(tmp / "check.db", embedder=embedder, indexing="background") as mem:
         rows.append({"queue": "empty", "us": _per_call_us(lambda: backlog_note(mem.db), 20_000)})
         mem.store_many(_events(events))
         rows.append(
@@ -71,7 +71,7 @@ def bench_store(tmp: Path, events: int, embedder: str) -> list[dict[str, Any]]:
     rows = []
     for indexing in ("sync", "background"):
         path = tmp / f"store-{indexing}.db"
-        with engram.open(path, embedder=embedder, indexing=indexing) as mem:  # type: ignore[arg-type]
+        with mindfile.open(path, embedder=embedder, indexing=indexing) as mem:  # type: ignore[arg-type]
             mem.store_many(_events(200, "warm"))
             samples = []
             for i in range(events):

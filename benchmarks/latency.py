@@ -1,4 +1,4 @@
-"""Latency and throughput benchmark for Engram (a script, not a test).
+"""Latency and throughput benchmark for Mindfile (a script, not a test).
 
 Measures, on an on-disk store in a temporary directory, with the default embedder (the
 bundled static model) and the chosen vector index:
@@ -7,7 +7,7 @@ bundled static model) and the chosen vector index:
 2. single ``store`` latency on a warm store;
 3. end-to-end ``search`` latency (query embedding included) for hybrid, vector-only and
    full-text-only at each store size, plus search right after a write;
-4. cold open: ``engram.open`` of the largest store + first search, in a fresh process.
+4. cold open: ``mindfile.open`` of the largest store + first search, in a fresh process.
 
 Messages are realistic and deterministic: sentences of LoCoMo turns recombined with a
 seeded RNG when the LoCoMo JSON is available (read in place, never copied), otherwise a
@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import emit_json, machine_info, print_table
 
-import engram
+import mindfile
 
 DEFAULT_DATA = Path("/work/shared/data/locomo/locomo10.json")
 INDEXES = ("exact", "sqlite-vec")
@@ -325,7 +325,9 @@ def status(ok: bool) -> str:
     return "ok" if ok else "MISS"
 
 
-def ingest(eng: engram.Engram, stream: EventStream, n: int, batch: int) -> tuple[float, float, int]:
+def ingest(
+    eng: mindfile.Mindfile, stream: EventStream, n: int, batch: int
+) -> tuple[float, float, int]:
     """Store ``n`` messages with ``store_many`` in batches: (wall seconds, process CPU
     seconds, chunks added)."""
     added = 0
@@ -341,7 +343,7 @@ def ingest(eng: engram.Engram, stream: EventStream, n: int, batch: int) -> tuple
 
 
 def search_latency(
-    eng: engram.Engram, queries: Sequence[str], mode: str
+    eng: mindfile.Mindfile, queries: Sequence[str], mode: str
 ) -> tuple[list[int], list[int], float]:
     """Per-query wall nanoseconds, per-query process CPU nanoseconds (all threads), and
     the mean number of hits. CPU time barely moves when other processes compete for the
@@ -357,14 +359,14 @@ def search_latency(
     return wall, cpu, hits / max(len(queries), 1)
 
 
-def breakdown(eng: engram.Engram, queries: Sequence[str], mode: str) -> dict[str, Any]:
+def breakdown(eng: mindfile.Mindfile, queries: Sequence[str], mode: str) -> dict[str, Any]:
     """Per-query split of ``search`` by wrapping the read path's pieces with timers.
 
     ``fts`` is the BM25 leg, on FTS5 or on the engine's in-memory lexical index.
     Components that a refactor renamed are simply absent; ``other`` is the rest
     (validation, filter building, result objects, Python overhead).
     """
-    import engram.retrieve.search as search_mod
+    import mindfile.retrieve.search as search_mod
 
     acc: dict[str, int] = defaultdict(int)
     patched: list[tuple[Any, str, Any, bool]] = []
@@ -432,9 +434,9 @@ def breakdown(eng: engram.Engram, queries: Sequence[str], mode: str) -> dict[str
 _COLD_SCRIPT = r"""
 import json, sys, time
 t0 = time.perf_counter()
-import engram
+import mindfile
 t1 = time.perf_counter()
-eng = engram.open(sys.argv[1], vector_index=sys.argv[2], **json.loads(sys.argv[6]))
+eng = mindfile.open(sys.argv[1], vector_index=sys.argv[2], **json.loads(sys.argv[6]))
 t2 = time.perf_counter()
 out = {"import_ms": (t1 - t0) * 1e3, "open_ms": (t2 - t1) * 1e3}
 if sys.argv[5] == "split":
@@ -513,9 +515,9 @@ def cold_open(
     }
 
 
-def engram_source() -> dict[str, Any]:
-    """Where ``engram`` was imported from and, if that is a git checkout, its state."""
-    src = Path(engram.__file__).resolve().parent
+def mindfile_source() -> dict[str, Any]:
+    """Where ``mindfile`` was imported from and, if that is a git checkout, its state."""
+    src = Path(mindfile.__file__).resolve().parent
     out: dict[str, Any] = {"path": str(src), "git_head": None, "git_dirty": None}
     try:
         head = subprocess.run(
@@ -548,7 +550,7 @@ def bench_index(
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
     stream = EventStream(corpus)
     q_offset = 0
-    with engram.open(path, vector_index=index, **args.open_opts) as eng:
+    with mindfile.open(path, vector_index=index, **args.open_opts) as eng:
         log(f"[{index}] store {path} ({eng.embedder.model_id}, {eng.embedder.dimensions}-d)")
         eng.embedder.embed_documents(["load the model before timing"])
         for size in sizes:
@@ -707,7 +709,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="extra engram.open() keyword (VALUE parsed as JSON, else a string); repeatable",
+        help="extra mindfile.open() keyword (VALUE parsed as JSON, else a string); repeatable",
     )
     p.add_argument("--quick", action="store_true", help="sizes 2000,10000 and fewer calls")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
@@ -753,7 +755,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     results: dict[str, list[dict[str, Any]]] = defaultdict(list)
     sample_lengths: list[int] = []
-    with tempfile.TemporaryDirectory(prefix="engram-latency-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mindfile-latency-") as tmp:
         workdir = args.workdir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         for index in indexes:
@@ -766,9 +768,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.perf_counter() - t_start
 
     report: dict[str, Any] = {
-        "benchmark": "engram-latency",
+        "benchmark": "mindfile-latency",
         "machine": machine_info(),
-        "engram_source": engram_source(),
+        "mindfile_source": mindfile_source(),
         "environment": {
             "load_avg_1m_before": load_before,
             "load_avg_1m_after": os.getloadavg()[0],
@@ -818,10 +820,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def print_tables(report: dict[str, Any], out: Any) -> None:
     m, d, e = report["machine"], report["data"], report["environment"]
-    src, opts = report["engram_source"], report["config"]["open_options"]
+    src, opts = report["mindfile_source"], report["config"]["open_options"]
     threads = " ".join(f"{k}={e[k]}" for k in THREAD_ENV if e.get(k) is not None)
     print(
-        f"Engram latency benchmark - {m['platform']}, {m['cpu_count']} CPUs, "
+        f"Mindfile latency benchmark - {m['platform']}, {m['cpu_count']} CPUs, "
         f"Python {m['python']}, numpy {m['numpy']}, SQLite {m['sqlite']}\n"
         f"data: {d['source']}, messages mean {d['message_chars_mean']:.0f} chars "
         f"(max {d['message_chars_max']}), {report['config']['sessions']} sessions; "
@@ -829,9 +831,9 @@ def print_tables(report: dict[str, Any], out: Any) -> None:
         f"load avg (1 min) before {e['load_avg_1m_before']:.2f}, "
         f"after {e['load_avg_1m_after']:.2f}; "
         f"thread env: {threads or 'unset'}\n"
-        f"engram from {src['path']} (git {src['git_head'] or '?'}"
+        f"mindfile from {src['path']} (git {src['git_head'] or '?'}"
         f"{', uncommitted changes' if src['git_dirty'] else ''})"
-        f"{'; engram.open options ' + json.dumps(opts) if opts else ''}",
+        f"{'; mindfile.open options ' + json.dumps(opts) if opts else ''}",
         file=out,
     )
     print_table(

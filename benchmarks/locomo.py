@@ -1,4 +1,4 @@
-"""LoCoMo retrieval benchmark: does Engram find the evidence turns for each question?
+"""LoCoMo retrieval benchmark: does Mindfile find the evidence turns for each question?
 
 One store per conversation; every turn is one event in its session, stored as
 ``[session date] Speaker: text`` (plus ``[image: caption]`` when the turn shares a
@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import emit_json, machine_info, print_table
 
-import engram
-from engram.tokens import estimate_tokens
+import mindfile
+from mindfile.tokens import estimate_tokens
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 KS = (5, 10, 25, 50)
@@ -50,7 +50,7 @@ def turn_text(turn: dict[str, Any], date: str, *, date_in_text: bool) -> str:
     return f"[{date}] {text}" if date_in_text else text
 
 
-def load_conversation(mem: engram.Engram, conv: dict[str, Any], *, date_in_text: bool) -> int:
+def load_conversation(mem: mindfile.Mindfile, conv: dict[str, Any], *, date_in_text: bool) -> int:
     """Store every turn; returns the number of turns."""
     c = conv["conversation"]
     events: list[tuple[str, int, Any, dict[str, Any]]] = []
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         for i, conv in enumerate(data):
             path = Path(tmp) / f"conv{i}.db"
-            with engram.open(
+            with mindfile.open(
                 path,
                 embedder=args.embedder,
                 vector_index=args.index,

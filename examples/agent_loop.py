@@ -1,4 +1,4 @@
-"""A minimal agent loop wired to Engram's memory tools, with a scripted model stand-in.
+"""A minimal agent loop wired to Mindfile's memory tools, with a scripted model stand-in.
 
 Run it (offline, no API key)::
 
@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import engram
-from engram.tools import dispatch, tool_schemas
+import mindfile
+from mindfile.tools import dispatch, tool_schemas
 
 Message = dict[str, Any]
 Step = Callable[[list[Message]], Message]
@@ -76,7 +76,7 @@ class ScriptedModel:
 
 
 def run_turn(
-    mem: engram.Engram, model: ScriptedModel, user_text: str, *, user_id: str, session_id: str
+    mem: mindfile.Mindfile, model: ScriptedModel, user_text: str, *, user_id: str, session_id: str
 ) -> str:
     """One user turn: call the model until it answers without tools."""
     tools = tool_schemas("openai")
@@ -145,7 +145,7 @@ def main(path: str) -> None:
             say(confirm_move),
         ]
     )
-    with engram.open(path) as mem:
+    with mindfile.open(path) as mem:
         first = "I'm allergic to peanuts, and I live in Lisbon."
         run_turn(mem, model, first, user_id=user, session_id="session-1")
         run_turn(mem, model, "Can you suggest a snack?", user_id=user, session_id="session-2")

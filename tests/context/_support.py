@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-import engram
-from engram.embed import HashEmbedder
-from engram.embed.base import normalize
+import mindfile
+from mindfile.embed import HashEmbedder
+from mindfile.embed.base import normalize
 
 DIMS = 32
 #: Table vectors use the first ``TABLE_DIMS`` coordinates; every other text gets a hash
@@ -70,7 +70,7 @@ def assistant(text: str) -> dict[str, Any]:
     return {"role": "assistant", "content": text}
 
 
-def set_chunk(mem: engram.Engram, text: str, **columns: Any) -> None:
+def set_chunk(mem: mindfile.Mindfile, text: str, **columns: Any) -> None:
     """Set chunk columns (importance, pinned, created_at, expires_at...) by chunk text."""
     assignments = ", ".join(f"{name} = ?" for name in columns)
     mem.db.execute(
@@ -80,7 +80,7 @@ def set_chunk(mem: engram.Engram, text: str, **columns: Any) -> None:
 
 
 @contextmanager
-def sql_spy(mem: engram.Engram) -> Iterator[list[str]]:
+def sql_spy(mem: mindfile.Mindfile) -> Iterator[list[str]]:
     """Record every SQL statement the engine's database runs while inside."""
     seen: list[str] = []
     db = mem.db

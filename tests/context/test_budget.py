@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engram
-from engram.context import Context, ContextConfig
-from engram.errors import LimitExceededError
-from engram.memory import SummaryState
-from engram.tokens import estimate_tokens, message_tokens
+import mindfile
+from mindfile.context import Context, ContextConfig
+from mindfile.errors import LimitExceededError
+from mindfile.memory import SummaryState
+from mindfile.tokens import estimate_tokens, message_tokens
 
 from ._support import assistant, user
 
@@ -33,7 +33,7 @@ def turn_tokens(ctx: Context) -> int:
     return sum(i.tokens for i in ctx.items if i.source == "recent")
 
 
-def seed(mem: engram.Engram, *, turns: int, memories: int, size: int = 200) -> None:
+def seed(mem: mindfile.Mindfile, *, turns: int, memories: int, size: int = 200) -> None:
     mem.store_many(
         [("old", i, user(f"memory {i} " + "m" * size)) for i in range(1, memories + 1)],
         agent_identity="bot",
@@ -44,7 +44,7 @@ def seed(mem: engram.Engram, *, turns: int, memories: int, size: int = 200) -> N
     )
 
 
-def test_memories_stay_within_their_share_when_turns_want_the_rest(mem: engram.Engram) -> None:
+def test_memories_stay_within_their_share_when_turns_want_the_rest(mem: mindfile.Mindfile) -> None:
     seed(mem, turns=10, memories=6)
     ctx = mem.build_context("chat", "q", token_budget=400, config=EVERYTHING)
     assert 0 < memory_tokens(ctx) <= 0.4 * 400
@@ -52,7 +52,7 @@ def test_memories_stay_within_their_share_when_turns_want_the_rest(mem: engram.E
     assert ctx.tokens <= 400
 
 
-def test_what_turns_leave_flows_to_memories(mem: engram.Engram) -> None:
+def test_what_turns_leave_flows_to_memories(mem: mindfile.Mindfile) -> None:
     seed(mem, turns=1, memories=6)
     ctx = mem.build_context("chat", "q", token_budget=400, config=EVERYTHING)
     assert memory_tokens(ctx) > 0.4 * 400  # over the share: the turns did not need it
@@ -62,7 +62,7 @@ def test_what_turns_leave_flows_to_memories(mem: engram.Engram) -> None:
     assert skipped and all(d.reason.startswith("over budget") for d in skipped)
 
 
-def test_what_memories_leave_flows_to_turns(mem: engram.Engram) -> None:
+def test_what_memories_leave_flows_to_turns(mem: mindfile.Mindfile) -> None:
     seed(mem, turns=10, memories=0)
     ctx = mem.build_context("chat", "q", token_budget=400, config=EVERYTHING)
     assert memory_tokens(ctx) == 0
@@ -73,7 +73,7 @@ def test_what_memories_leave_flows_to_turns(mem: engram.Engram) -> None:
     assert turn_tokens(ctx) > 0.8 * 400  # share 0: memories only get the leftover
 
 
-def test_turns_stay_a_contiguous_tail(mem: engram.Engram) -> None:
+def test_turns_stay_a_contiguous_tail(mem: mindfile.Mindfile) -> None:
     mem.store_many(
         [
             ("chat", 1, user("short one")),
@@ -88,7 +88,7 @@ def test_turns_stay_a_contiguous_tail(mem: engram.Engram) -> None:
     assert reasons[1] == "older than a turn that did not fit (turns stay contiguous)"
 
 
-def test_a_tool_result_without_its_call_is_dropped(mem: engram.Engram) -> None:
+def test_a_tool_result_without_its_call_is_dropped(mem: mindfile.Mindfile) -> None:
     call = {
         "role": "assistant",
         "content": None,
@@ -115,7 +115,7 @@ def test_a_tool_result_without_its_call_is_dropped(mem: engram.Engram) -> None:
     assert ctx.tokens == message_tokens(assistant("It is 42."))
 
 
-def test_reservations_for_system_prompt_and_tools(mem: engram.Engram) -> None:
+def test_reservations_for_system_prompt_and_tools(mem: mindfile.Mindfile) -> None:
     seed(mem, turns=3, memories=0, size=10)
     tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
     prompt = "You are a careful assistant."
@@ -138,7 +138,7 @@ def test_reservations_for_system_prompt_and_tools(mem: engram.Engram) -> None:
     assert ctx.tokens == 50 and ctx.messages == ()
 
 
-def test_a_summary_that_does_not_fit_is_dropped(mem: engram.Engram) -> None:
+def test_a_summary_that_does_not_fit_is_dropped(mem: mindfile.Mindfile) -> None:
     seed(mem, turns=3, memories=0, size=10)
     mem.write_summary_state("chat", SummaryState("s" * 4000, 0), 0)
     ctx = mem.build_context("chat", "q", token_budget=300)
@@ -147,7 +147,7 @@ def test_a_summary_that_does_not_fit_is_dropped(mem: engram.Engram) -> None:
     assert ctx.dropped[0].reason.startswith("summary needs 1011 tokens, only 300 available")
 
 
-def test_the_token_counter_is_pluggable(mem: engram.Engram) -> None:
+def test_the_token_counter_is_pluggable(mem: mindfile.Mindfile) -> None:
     mem.store_many([("chat", i, user("one two three four")) for i in range(1, 6)])
     ctx = mem.build_context("chat", "q", token_budget=17, token_counter=words)
     assert len(ctx.messages) == 2 and ctx.tokens == 16  # (4 words + 4 framing) x 2
@@ -201,7 +201,7 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
 @settings(max_examples=80)
 @given(scenarios())
 def test_never_over_budget(s: dict[str, Any]) -> None:
-    with engram.open(":memory:", embedder="hash") as mem:
+    with mindfile.open(":memory:", embedder="hash") as mem:
         if s["chat"]:
             mem.store_many([("chat", i, p) for i, p in enumerate(s["chat"], 1)], agent_identity="a")
         if s["other"]:

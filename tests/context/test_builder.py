@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-import engram
-from engram.context import Context, ContextConfig
-from engram.errors import InvalidInputError, LimitExceededError
-from engram.manage.expiry import set_decay_policy
-from engram.memory import SummaryState
-from engram.tokens import message_tokens
+import mindfile
+from mindfile.context import Context, ContextConfig
+from mindfile.errors import InvalidInputError, LimitExceededError
+from mindfile.manage.expiry import set_decay_policy
+from mindfile.memory import SummaryState
+from mindfile.tokens import message_tokens
 
 from ._support import FailingQueryEmbedder, TableEmbedder, assistant, basis, set_chunk, user
 
@@ -36,12 +36,12 @@ TABLE = {
 
 
 @pytest.fixture
-def tmem(tmp_path: Path) -> Iterator[engram.Engram]:
-    with engram.open(tmp_path / "ctx.db", embedder=TableEmbedder(TABLE)) as store:
+def tmem(tmp_path: Path) -> Iterator[mindfile.Mindfile]:
+    with mindfile.open(tmp_path / "ctx.db", embedder=TableEmbedder(TABLE)) as store:
         yield store
 
 
-def build(mem: engram.Engram, **kwargs: object) -> Context:
+def build(mem: mindfile.Mindfile, **kwargs: object) -> Context:
     args: dict[str, object] = {"token_budget": 2000, "query_embedding": Q}
     args.update(kwargs)
     session = args.pop("session", "chat")
@@ -60,7 +60,7 @@ def check_accounting(ctx: Context) -> None:
     json.dumps(ctx.to_dict())
 
 
-def test_output_order_shapes_and_reasons(tmem: engram.Engram) -> None:
+def test_output_order_shapes_and_reasons(tmem: mindfile.Mindfile) -> None:
     tmem.store("old", 1, user(HIKING), agent_identity="bot")
     tmem.store_note("memory:u1", "n1", PEANUTS)
     tmem.store_many([("chat", i, user(f"turn {i}")) for i in (1, 2, 3)], agent_identity="bot")
@@ -95,7 +95,7 @@ def test_output_order_shapes_and_reasons(tmem: engram.Engram) -> None:
     assert costs == ctx.tokens
 
 
-def test_recency_leg_is_the_last_n_turns(tmem: engram.Engram) -> None:
+def test_recency_leg_is_the_last_n_turns(tmem: mindfile.Mindfile) -> None:
     tmem.store_many([("chat", i, user(f"turn {i}")) for i in range(1, 16)])
     ctx = build(tmem)
     assert [i.sequence for i in ctx.items] == list(range(6, 16))
@@ -104,14 +104,14 @@ def test_recency_leg_is_the_last_n_turns(tmem: engram.Engram) -> None:
     assert build(tmem, config=ContextConfig(recent_turns=0)).messages == ()
 
 
-def test_turns_covered_by_the_summary_are_left_out(tmem: engram.Engram) -> None:
+def test_turns_covered_by_the_summary_are_left_out(tmem: mindfile.Mindfile) -> None:
     tmem.store_many([("chat", i, user(f"turn {i}")) for i in range(1, 16)])
     tmem.write_summary_state("chat", SummaryState("s", 12), 0)
     ctx = build(tmem)
     assert [i.sequence for i in ctx.items if i.source == "recent"] == [13, 14, 15]
 
 
-def test_relevance_threshold_is_inclusive_and_configurable(tmem: engram.Engram) -> None:
+def test_relevance_threshold_is_inclusive_and_configurable(tmem: mindfile.Mindfile) -> None:
     tmem.store_many(
         [
             ("other", 1, user("sim 0.66")),
@@ -133,7 +133,7 @@ def test_relevance_threshold_is_inclusive_and_configurable(tmem: engram.Engram) 
     assert memories(ctx) == ["sim 0.66", "sim 0.65"]
 
 
-def test_salient_chunks_come_first_whatever_their_similarity(tmem: engram.Engram) -> None:
+def test_salient_chunks_come_first_whatever_their_similarity(tmem: mindfile.Mindfile) -> None:
     tmem.store_many(
         [("old", 1, user(HIKING)), ("old", 2, user(PEANUTS)), ("old", 3, user(BATTERY))],
         agent_identity="bot",
@@ -162,7 +162,7 @@ def test_salient_chunks_come_first_whatever_their_similarity(tmem: engram.Engram
     )
 
 
-def test_salience_uses_the_effective_decayed_importance(tmem: engram.Engram) -> None:
+def test_salience_uses_the_effective_decayed_importance(tmem: mindfile.Mindfile) -> None:
     tmem.store("old", 1, user(PEANUTS), agent_identity="bot")
     set_chunk(tmem, PEANUTS, importance=0.9)
     assert memories(build(tmem, agent_identity="bot")) == [PEANUTS]
@@ -173,7 +173,7 @@ def test_salience_uses_the_effective_decayed_importance(tmem: engram.Engram) -> 
     assert memories(build(tmem, agent_identity="bot", now=later)) == [PEANUTS]
 
 
-def test_the_recent_window_is_not_repeated_as_memory(tmem: engram.Engram) -> None:
+def test_the_recent_window_is_not_repeated_as_memory(tmem: mindfile.Mindfile) -> None:
     tmem.store("chat", 1, user(HIKING))
     tmem.store_many([("chat", i, assistant(f"filler {i}")) for i in range(2, 13)])
     ctx = build(tmem)  # HIKING (sequence 1) is outside the last 10: a memory
@@ -183,7 +183,7 @@ def test_the_recent_window_is_not_repeated_as_memory(tmem: engram.Engram) -> Non
     assert ctx.messages[0]["content"] == HIKING
 
 
-def test_duplicates_are_removed_and_reported(tmem: engram.Engram) -> None:
+def test_duplicates_are_removed_and_reported(tmem: mindfile.Mindfile) -> None:
     tmem.store("a", 1, user(HIKING), agent_identity="bot")
     tmem.store("b", 1, user(HIKING), agent_identity="bot")
     tmem.store("c", 1, user("near copy"), agent_identity="bot")
@@ -197,7 +197,7 @@ def test_duplicates_are_removed_and_reported(tmem: engram.Engram) -> None:
     assert sorted(memories(ctx)) == sorted([HIKING, "near copy"])
 
 
-def test_cross_session_scope_is_the_same_agent(tmem: engram.Engram) -> None:
+def test_cross_session_scope_is_the_same_agent(tmem: mindfile.Mindfile) -> None:
     tmem.store("mine", 1, user(HIKING), agent_identity="bot")
     tmem.store("theirs", 1, user("sim 0.80"), agent_identity="other-bot")
     tmem.store("nobody", 1, user("sim 0.66"))
@@ -211,7 +211,7 @@ def test_cross_session_scope_is_the_same_agent(tmem: engram.Engram) -> None:
     assert memories(build(tmem, session="new", agent_identity="other-bot")) == ["sim 0.80"]
 
 
-def test_notes_and_facts_of_the_user_only(tmem: engram.Engram) -> None:
+def test_notes_and_facts_of_the_user_only(tmem: mindfile.Mindfile) -> None:
     tmem.store("chat", 1, user("hello"))
     tmem.store_note("memory:alice", "n1", HIKING)
     tmem.store_note("memory:bob", "n1", "sim 0.80")
@@ -223,7 +223,7 @@ def test_notes_and_facts_of_the_user_only(tmem: engram.Engram) -> None:
     assert fact_lines and fact_lines[0].endswith("hobby / likes: sim 0.66")
 
 
-def test_channel_restricts_other_sessions(tmem: engram.Engram) -> None:
+def test_channel_restricts_other_sessions(tmem: mindfile.Mindfile) -> None:
     tmem.store("s1", 1, user(HIKING), metadata={"channel": "slack"}, agent_identity="bot")
     tmem.store("s2", 1, user("sim 0.80"), metadata={"channel": "email"}, agent_identity="bot")
     tmem.store("s3", 1, user("sim 0.66"), agent_identity="bot")
@@ -238,7 +238,7 @@ def test_channel_restricts_other_sessions(tmem: engram.Engram) -> None:
     assert sorted(memories(ctx)) == sorted([HIKING, "near copy", "sim 0.65"])
 
 
-def test_lookback_window(tmem: engram.Engram) -> None:
+def test_lookback_window(tmem: mindfile.Mindfile) -> None:
     tmem.store("old", 1, user(HIKING), agent_identity="bot")
     tmem.store("old", 2, user(PEANUTS), agent_identity="bot")
     tmem.store_note("memory:u", "n", "sim 0.80")
@@ -255,7 +255,7 @@ def test_lookback_window(tmem: engram.Engram) -> None:
     assert HIKING in memories(ctx)
 
 
-def test_expired_chunks_are_never_recalled_unless_pinned(tmem: engram.Engram) -> None:
+def test_expired_chunks_are_never_recalled_unless_pinned(tmem: mindfile.Mindfile) -> None:
     tmem.store("old", 1, user(HIKING), agent_identity="bot")
     past = (datetime.now(UTC) - timedelta(minutes=1)).isoformat(timespec="microseconds")
     set_chunk(tmem, HIKING, expires_at=past)
@@ -264,7 +264,7 @@ def test_expired_chunks_are_never_recalled_unless_pinned(tmem: engram.Engram) ->
     assert memories(build(tmem, agent_identity="bot")) == [HIKING]
 
 
-def test_lexical_leg_admits_bm25_hits(tmem: engram.Engram) -> None:
+def test_lexical_leg_admits_bm25_hits(tmem: mindfile.Mindfile) -> None:
     tmem.store("old", 1, user(BATTERY), agent_identity="bot")
     tmem.store("old", 2, user(PEANUTS), agent_identity="bot")
     off = ContextConfig(lexical_k=0)  # the seed's three legs only
@@ -275,7 +275,7 @@ def test_lexical_leg_admits_bm25_hits(tmem: engram.Engram) -> None:
     assert ctx.items[0].reason.startswith("lexical match (BM25 top 1); final")
 
 
-def test_max_memories(tmem: engram.Engram) -> None:
+def test_max_memories(tmem: mindfile.Mindfile) -> None:
     for i, text in enumerate([HIKING, "sim 0.80", "sim 0.66"], start=1):
         tmem.store("old", i, user(text), agent_identity="bot")
     ctx = build(tmem, agent_identity="bot", config=ContextConfig(max_memories=2))
@@ -284,7 +284,7 @@ def test_max_memories(tmem: engram.Engram) -> None:
 
 
 def test_degrades_without_the_query_embedder(tmp_path: Path) -> None:
-    with engram.open(tmp_path / "f.db", embedder=FailingQueryEmbedder(TABLE)) as mem:
+    with mindfile.open(tmp_path / "f.db", embedder=FailingQueryEmbedder(TABLE)) as mem:
         mem.store("old", 1, user(HIKING), agent_identity="bot")
         mem.store("old", 2, user(PEANUTS), agent_identity="bot")
         set_chunk(mem, PEANUTS, importance=0.9)
@@ -302,14 +302,14 @@ def test_degrades_without_the_query_embedder(tmp_path: Path) -> None:
         assert ctx.degraded is None and memories(ctx) == [PEANUTS]
 
 
-def test_building_writes_nothing(tmem: engram.Engram) -> None:
+def test_building_writes_nothing(tmem: mindfile.Mindfile) -> None:
     tmem.store("old", 1, user(HIKING), agent_identity="bot")
     before = tmem.db.scalar("SELECT total_changes()")
     build(tmem, agent_identity="bot")
     assert tmem.db.scalar("SELECT total_changes()") == before
 
 
-def test_semantic_relevance_with_the_bundled_model(mem_static: engram.Engram) -> None:
+def test_semantic_relevance_with_the_bundled_model(mem_static: mindfile.Mindfile) -> None:
     peanuts = (
         "By the way, I'm severely allergic to peanuts, so please never suggest recipes with them."
     )
@@ -350,7 +350,7 @@ def test_semantic_relevance_with_the_bundled_model(mem_static: engram.Engram) ->
     ],
 )
 def test_bad_arguments_are_typed_errors(
-    tmem: engram.Engram, kwargs: dict[str, object], error: type[Exception]
+    tmem: mindfile.Mindfile, kwargs: dict[str, object], error: type[Exception]
 ) -> None:
     args: dict[str, object] = {"session": "chat", "query": "q"}
     args.update(kwargs)
@@ -362,7 +362,7 @@ def test_the_sqlite_vec_index_gives_the_same_context(tmp_path: Path) -> None:
     contexts = []
     for index in ("exact", "sqlite-vec"):
         path = tmp_path / f"{index}.db"
-        with engram.open(path, embedder=TableEmbedder(TABLE), vector_index=index) as mem:
+        with mindfile.open(path, embedder=TableEmbedder(TABLE), vector_index=index) as mem:
             for i, text in enumerate([HIKING, "sim 0.80", "sim 0.66", "sim 0.65"], start=1):
                 mem.store("old", i, user(text), agent_identity="bot")
             mem.store("other", 1, user("near copy"), agent_identity="someone-else")

@@ -9,29 +9,31 @@ from pathlib import Path
 
 import pytest
 
-import engram
-from engram.context import WorkingMemory
-from engram.errors import ConfigError
+import mindfile
+from mindfile.context import WorkingMemory
+from mindfile.errors import ConfigError
 
 from ._support import sql_spy, user
 
 
 def other_process(db_path: Path, code: str) -> None:
     """Run ``code`` with ``mem`` open on the same file, in a separate Python process."""
-    script = "import engram\n" + f"with engram.open({str(db_path)!r}, embedder='hash') as mem:\n"
+    script = (
+        "import mindfile\n" + f"with mindfile.open({str(db_path)!r}, embedder='hash') as mem:\n"
+    )
     script += textwrap.indent(textwrap.dedent(code), "    ")
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
 
 
-def turns(ctx: engram.context.Context) -> list[str]:
+def turns(ctx: mindfile.context.Context) -> list[str]:
     return [m["content"] for m in ctx.messages if m["role"] in ("user", "assistant")]
 
 
-def fill(mem: engram.Engram, n: int, session: str = "chat") -> None:
+def fill(mem: mindfile.Mindfile, n: int, session: str = "chat") -> None:
     mem.store_many([(session, i, user(f"message {i}")) for i in range(1, n + 1)])
 
 
-def test_a_warm_cache_reads_no_history(mem: engram.Engram) -> None:
+def test_a_warm_cache_reads_no_history(mem: mindfile.Mindfile) -> None:
     fill(mem, 12)
     mem.build_context("chat", "hello", token_budget=2000)
     assert mem.cache_stats().loads == 1
@@ -42,7 +44,7 @@ def test_a_warm_cache_reads_no_history(mem: engram.Engram) -> None:
     assert turns(ctx) == [f"message {i}" for i in range(3, 13)]
 
 
-def test_own_writes_fill_the_cache_without_reading_payloads(mem: engram.Engram) -> None:
+def test_own_writes_fill_the_cache_without_reading_payloads(mem: mindfile.Mindfile) -> None:
     fill(mem, 3)
     mem.build_context("chat", "hello", token_budget=2000)
     mem.store("chat", 4, user("message 4"))
@@ -55,7 +57,7 @@ def test_own_writes_fill_the_cache_without_reading_payloads(mem: engram.Engram) 
 
 
 def test_another_process_appending_is_seen_without_reopening(
-    mem: engram.Engram, db_path: Path
+    mem: mindfile.Mindfile, db_path: Path
 ) -> None:
     fill(mem, 3)
     assert turns(mem.build_context("chat", "hi", token_budget=2000))[-1] == "message 3"
@@ -71,7 +73,7 @@ def test_another_process_appending_is_seen_without_reopening(
     ]
 
 
-def test_deletes_by_another_process_are_seen(mem: engram.Engram, db_path: Path) -> None:
+def test_deletes_by_another_process_are_seen(mem: mindfile.Mindfile, db_path: Path) -> None:
     fill(mem, 3)
     mem.build_context("chat", "hi", token_budget=2000)
     other_process(db_path, 'mem.db.execute("DELETE FROM conversation_events WHERE sequence = 2")')
@@ -83,7 +85,7 @@ def test_deletes_by_another_process_are_seen(mem: engram.Engram, db_path: Path) 
     assert turns(mem.build_context("chat", "hi", token_budget=2000)) == []
 
 
-def test_a_rewritten_last_event_is_seen(mem: engram.Engram, db_path: Path) -> None:
+def test_a_rewritten_last_event_is_seen(mem: mindfile.Mindfile, db_path: Path) -> None:
     # Same count and same highest sequence, different event: created_at tells.
     fill(mem, 3)
     mem.build_context("chat", "hi", token_budget=2000)
@@ -97,7 +99,9 @@ def test_a_rewritten_last_event_is_seen(mem: engram.Engram, db_path: Path) -> No
     assert turns(mem.build_context("chat", "hi", token_budget=2000))[-1] == "rewritten"
 
 
-def test_an_append_and_a_delete_that_cancel_out_are_seen(mem: engram.Engram, db_path: Path) -> None:
+def test_an_append_and_a_delete_that_cancel_out_are_seen(
+    mem: mindfile.Mindfile, db_path: Path
+) -> None:
     fill(mem, 3)
     mem.build_context("chat", "hi", token_budget=2000)
     other_process(
@@ -116,7 +120,7 @@ def test_an_append_and_a_delete_that_cancel_out_are_seen(mem: engram.Engram, db_
     ]
 
 
-def test_forget_and_note_deletes_in_this_process(mem: engram.Engram) -> None:
+def test_forget_and_note_deletes_in_this_process(mem: mindfile.Mindfile) -> None:
     fill(mem, 2)
     mem.build_context("chat", "hi", token_budget=2000)
     mem.forget("chat")
@@ -129,7 +133,7 @@ def test_forget_and_note_deletes_in_this_process(mem: engram.Engram) -> None:
     assert msg["content"] == "first note"  # a note payload is rendered as its text
 
 
-def test_a_rolled_back_write_does_not_stay_in_the_cache(mem: engram.Engram) -> None:
+def test_a_rolled_back_write_does_not_stay_in_the_cache(mem: mindfile.Mindfile) -> None:
     fill(mem, 2)
     mem.build_context("chat", "hi", token_budget=2000)
     with pytest.raises(RuntimeError), mem.db.atomic():
@@ -141,7 +145,7 @@ def test_a_rolled_back_write_does_not_stay_in_the_cache(mem: engram.Engram) -> N
     ]
 
 
-def test_capacity_eviction_and_bypass(mem: engram.Engram) -> None:
+def test_capacity_eviction_and_bypass(mem: mindfile.Mindfile) -> None:
     cache = WorkingMemory(capacity=5, max_sessions=2)
     for s in ("a", "b", "c"):
         fill(mem, 8, s)
@@ -156,7 +160,7 @@ def test_capacity_eviction_and_bypass(mem: engram.Engram) -> None:
     assert cache.stats().sessions == 0
 
 
-def test_the_deque_keeps_only_the_newest(mem: engram.Engram) -> None:
+def test_the_deque_keeps_only_the_newest(mem: mindfile.Mindfile) -> None:
     cache = WorkingMemory(capacity=3)
     fill(mem, 2)
     assert len(cache.recent(mem.db, "chat", 3)) == 2
@@ -171,7 +175,7 @@ def test_bad_sizes_are_config_errors(kwargs: dict[str, int]) -> None:
 
 
 def test_threads_writing_in_transactions_and_reading_do_not_deadlock(
-    mem: engram.Engram,
+    mem: mindfile.Mindfile,
 ) -> None:
     import threading
 

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engram.context import HIT_OVERHEAD, pack_hits
-from engram.errors import InvalidInputError
-from engram.tokens import estimate_tokens
-from engram.types import ScoreBreakdown, SearchHit
+from mindfile.context import HIT_OVERHEAD, pack_hits
+from mindfile.errors import InvalidInputError
+from mindfile.tokens import estimate_tokens
+from mindfile.types import ScoreBreakdown, SearchHit
 
 
 def hit(text: str, i: int = 0) -> SearchHit:

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from engram.context import Candidate, RerankWeights, recency_score, rerank
-from engram.errors import ConfigError, InvalidInputError
+from mindfile.context import Candidate, RerankWeights, recency_score, rerank
+from mindfile.errors import ConfigError, InvalidInputError
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 

@@ -7,26 +7,26 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-import engram
-from engram.embed import HashEmbedder
-from engram.embed.base import normalize
+import mindfile
+from mindfile.embed import HashEmbedder
+from mindfile.embed.base import normalize
 
 TABLES = ("sessions", "conversation_events", "session_state", "chunks", "chunks_vec", "files")
 
 
-def counts(mem: engram.Engram) -> dict[str, int]:
+def counts(mem: mindfile.Mindfile) -> dict[str, int]:
     """Row counts of every core table, plus the FTS index's own row count."""
     out = {t: int(mem.db.scalar(f"SELECT count(*) FROM {t}")) for t in TABLES}
     out["chunks_fts"] = fts_rows(mem)
     return out
 
 
-def fts_rows(mem: engram.Engram) -> int:
+def fts_rows(mem: mindfile.Mindfile) -> int:
     """Rows in the FTS index itself (the docsize shadow table, not the content table)."""
     return int(mem.db.scalar("SELECT count(*) FROM chunks_fts_docsize"))
 
 
-def assert_consistent(mem: engram.Engram) -> None:
+def assert_consistent(mem: mindfile.Mindfile) -> None:
     """SQLite and FTS integrity, and one vector and one FTS row per chunk."""
     assert mem.db.query("PRAGMA integrity_check") == [("ok",)]
     mem.db.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
@@ -86,7 +86,7 @@ class BrokenEmbedder:
 
 
 def oracle(
-    mem: engram.Engram,
+    mem: mindfile.Mindfile,
     query: npt.NDArray[np.float32],
     k: int,
     *,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import engram
-from engram.storage import changes
+import mindfile
+from mindfile.storage import changes
 
 
-def test_read_since_and_prune(mem: engram.Engram) -> None:
+def test_read_since_and_prune(mem: mindfile.Mindfile) -> None:
     for i in range(1, 6):
         mem.store("s", i, f"turn {i} about rivers")  # each turn updates the previous one's context
     newest, rows = changes.read_since(mem.db, "chunks_changes", 0, "chunk_rowid, op")
@@ -21,7 +21,7 @@ def test_read_since_and_prune(mem: engram.Engram) -> None:
 
 
 def test_a_reader_behind_the_pruned_horizon_rebuilds(db_path: Path) -> None:
-    with engram.open(db_path, embedder="hash") as reader, engram.open(db_path) as writer:
+    with mindfile.open(db_path, embedder="hash") as reader, mindfile.open(db_path) as writer:
         reader.store("s", 1, "lakes and rivers")
         assert reader.lexical is not None and len(reader.lexical.search("rivers", 10)) == 1
         writer.forget("s")
@@ -35,7 +35,7 @@ def test_a_reader_behind_the_pruned_horizon_rebuilds(db_path: Path) -> None:
         assert [h.text for h in reader.search("rivers", top_k=5)] == ["rivers again"]
 
 
-def test_indexes_never_keep_rolled_back_rows(mem: engram.Engram) -> None:
+def test_indexes_never_keep_rolled_back_rows(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, "committed turn about lakes")
     assert len(mem.search("lakes", top_k=5)) == 1  # indexes loaded
     try:

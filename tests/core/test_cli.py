@@ -1,4 +1,4 @@
-"""The ``engram`` command, in process with click's CliRunner."""
+"""The ``mindfile`` command, in process with click's CliRunner."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import numpy.typing as npt
 import pytest
 from click.testing import CliRunner, Result
 
-import engram
-from engram.cli.main import _register_optional, cli
+import mindfile
+from mindfile.cli.main import _register_optional, cli
 
 
 class QueryOutage:
@@ -27,7 +27,7 @@ class QueryOutage:
     dimensions = 8
 
     def __init__(self) -> None:
-        self._inner = engram.HashEmbedder(8)
+        self._inner = mindfile.HashEmbedder(8)
 
     def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         return self._inner.embed_documents(texts)
@@ -36,7 +36,7 @@ class QueryOutage:
         raise ConnectionError("provider unreachable")
 
 
-engram.register_embedder("test-query-outage", lambda arg: QueryOutage())
+mindfile.register_embedder("test-query-outage", lambda arg: QueryOutage())
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def filled(invoke: Callable[..., Result]) -> Callable[..., Result]:
 def test_version() -> None:
     result = CliRunner().invoke(cli, ["--version"])
     assert result.exit_code == 0
-    assert result.stdout.strip() == f"engram, version {engram.__version__}"
+    assert result.stdout.strip() == f"mindfile, version {mindfile.__version__}"
 
 
 def test_help_lists_the_commands() -> None:
@@ -100,7 +100,7 @@ def test_add_human_and_next_sequence(invoke: Callable[..., Result], db: str) -> 
     ok(invoke("add", "s", "again", "--sequence", "10"))
     third = ok(invoke("add", "s", "and again"))
     assert "#11" in third.stdout
-    with engram.open(db) as mem:
+    with mindfile.open(db) as mem:
         assert [r.sequence for r in mem.recall("s")] == [1, 10, 11]
         assert mem.recall("s")[0].payload == {"role": "user", "content": "hello there"}
 
@@ -122,14 +122,14 @@ def test_add_json(invoke: Callable[..., Result], db: str) -> None:
         )
     )
     assert json.loads(result.stdout) == {"session_id": "s", "sequence": 1, "chunks_added": 1}
-    with engram.open(db) as mem:
+    with mindfile.open(db) as mem:
         hit = mem.search("sunny")[0]
         assert hit.metadata == {"source": "cli", "role": "tool", "tags": ["weather"]}
 
 
 def test_add_from_stdin(invoke: Callable[..., Result], db: str) -> None:
     ok(invoke("add", "s", "-", "--embedder", "hash", input="piped text\n"))
-    with engram.open(db) as mem:
+    with mindfile.open(db) as mem:
         assert mem.recall("s")[0].payload["content"] == "piped text\n"
 
 
@@ -137,7 +137,7 @@ def test_add_conflict_exit_code(invoke: Callable[..., Result], db: str) -> None:
     ok(invoke("add", "s", "one", "--sequence", "5", "--embedder", "hash"))
     failed(invoke("add", "s", "two", "--sequence", "5"), 5, "conflict")
     failed(invoke("add", "s", "two", "--sequence", "3", "--json"), 5, "conflict")
-    with engram.open(db) as mem:
+    with mindfile.open(db) as mem:
         assert len(mem.recall("s")) == 1
 
 
@@ -254,7 +254,7 @@ def test_forget(filled: Callable[..., Result], db: str) -> None:
     failed(filled("forget", "\udcff", "--yes"), 2, "invalid_input")
     data = json.loads(ok(filled("forget", "work", "--yes", "--json")).stdout)
     assert data == {"session_id": "work", "forgotten": True}
-    with engram.open(db) as mem:
+    with mindfile.open(db) as mem:
         assert mem.list_sessions() == []
         assert mem.info().chunks == 0
 
@@ -271,7 +271,7 @@ def test_info(filled: Callable[..., Result], db: str) -> None:
 
 def test_db_from_environment(tmp_path: Path) -> None:
     path = tmp_path / "env.db"
-    runner = CliRunner(env={"ENGRAM_DB": str(path), "ENGRAM_EMBEDDER": "hash"})
+    runner = CliRunner(env={"MINDFILE_DB": str(path), "MINDFILE_EMBEDDER": "hash"})
     assert runner.invoke(cli, ["add", "s", "from env"]).exit_code == 0
     assert path.exists()
     result = runner.invoke(cli, ["info", "--json"])
@@ -310,13 +310,13 @@ def test_optional_groups_are_attached_when_present() -> None:
         """Notes."""
 
     memory = types.SimpleNamespace(notes=notes, facts="not a command")
-    group = click.Group("engram")
+    group = click.Group("mindfile")
     _register_optional(
         group,
         fake_importer(
             {
-                "engram.cli.schedule": types.SimpleNamespace(schedule=schedule),
-                "engram.cli.memory": memory,
+                "mindfile.cli.schedule": types.SimpleNamespace(schedule=schedule),
+                "mindfile.cli.memory": memory,
             }
         ),
     )
@@ -324,24 +324,24 @@ def test_optional_groups_are_attached_when_present() -> None:
 
 
 def test_optional_groups_missing_are_skipped() -> None:
-    group = click.Group("engram")
+    group = click.Group("mindfile")
     _register_optional(group, fake_importer({}))
     assert group.commands == {}
 
 
 def test_a_broken_optional_module_is_not_hidden() -> None:
-    group = click.Group("engram")
+    group = click.Group("mindfile")
     broken = ModuleNotFoundError("No module named 'croniter'", name="croniter")
     with pytest.raises(ModuleNotFoundError):
-        _register_optional(group, fake_importer({"engram.cli.schedule": broken}))
+        _register_optional(group, fake_importer({"mindfile.cli.schedule": broken}))
 
 
 def test_python_dash_m(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "engram", "--version"],
+        [sys.executable, "-m", "mindfile", "--version"],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
-    assert result.stdout.strip() == f"engram, version {engram.__version__}"
+    assert result.stdout.strip() == f"mindfile, version {mindfile.__version__}"

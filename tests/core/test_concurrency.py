@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing as mp
 from pathlib import Path
 
-import engram
+import mindfile
 
 from ._support import assert_consistent
 
@@ -14,7 +14,7 @@ EVENTS = 60
 
 
 def _writer(path: str, name: str, shared_session_rounds: int) -> None:
-    with engram.open(path, embedder="hash") as mem:
+    with mindfile.open(path, embedder="hash") as mem:
         for i in range(1, EVENTS + 1):
             mem.store(f"own-{name}", i, {"role": "user", "content": f"{name} says {i}"})
         # All writers race for the next sequence of one shared session: a lost race is a
@@ -27,13 +27,13 @@ def _writer(path: str, name: str, shared_session_rounds: int) -> None:
             try:
                 mem.store("shared", (last or 0) + 1, f"{name} round {done}")
                 done += 1
-            except engram.ConflictError:
+            except mindfile.ConflictError:
                 continue
 
 
 def test_processes_writing_one_file(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
-    engram.open(path, embedder="hash").close()
+    mindfile.open(path, embedder="hash").close()
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_writer, args=(str(path), f"w{n}", 20)) for n in range(WRITERS)]
     for p in procs:
@@ -41,7 +41,7 @@ def test_processes_writing_one_file(tmp_path: Path) -> None:
     for p in procs:
         p.join(timeout=120)
         assert p.exitcode == 0
-    with engram.open(path) as mem:
+    with mindfile.open(path) as mem:
         for n in range(WRITERS):
             events = mem.recall(f"own-w{n}")
             assert [e.sequence for e in events] == list(range(1, EVENTS + 1))

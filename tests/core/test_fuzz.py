@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engram
-from engram.errors import EngramError, InvalidInputError
+import mindfile
+from mindfile.errors import InvalidInputError, MindfileError
 
 from ._support import assert_consistent
 
@@ -74,7 +74,7 @@ good_sessions = st.one_of(
 good_tags = st.one_of(st.none(), st.lists(st.sampled_from(["alpha", "beta", "Gamma "])))
 
 
-def seed_store(mem: engram.Engram) -> None:
+def seed_store(mem: mindfile.Mindfile) -> None:
     texts = [
         "I moved to Lisbon in May.",
         'She said "NEAR" is an FTS5 operator (and so is AND).',
@@ -86,7 +86,7 @@ def seed_store(mem: engram.Engram) -> None:
         mem.store(f"s{i % 2}", i, text, tags=["alpha"] if i % 2 else ["alpha", "beta"])
 
 
-def test_any_text_query_never_raises(mem: engram.Engram) -> None:
+def test_any_text_query_never_raises(mem: mindfile.Mindfile) -> None:
     seed_store(mem)
 
     @settings(max_examples=200)
@@ -110,7 +110,7 @@ def test_any_text_query_never_raises(mem: engram.Engram) -> None:
     assert_consistent(mem)
 
 
-def test_any_text_query_never_raises_with_the_static_model(mem_static: engram.Engram) -> None:
+def test_any_text_query_never_raises_with_the_static_model(mem_static: mindfile.Mindfile) -> None:
     seed_store(mem_static)
 
     @settings(max_examples=100)
@@ -175,7 +175,7 @@ WRONG_SEARCH_ARGS: dict[str, st.SearchStrategy[Any]] = {
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
-def test_wrong_types_for_search_are_invalid_input(mem: engram.Engram) -> None:
+def test_wrong_types_for_search_are_invalid_input(mem: mindfile.Mindfile) -> None:
     seed_store(mem)
 
     @settings(max_examples=200)
@@ -219,7 +219,7 @@ WRONG_STORE_ARGS: dict[str, st.SearchStrategy[Any]] = {
 }
 
 
-def test_wrong_types_for_the_other_methods_are_invalid_input(mem: engram.Engram) -> None:
+def test_wrong_types_for_the_other_methods_are_invalid_input(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, "hello")
 
     @settings(max_examples=200)
@@ -293,7 +293,7 @@ payloads = st.one_of(
 )
 
 
-def test_store_fuzz_keeps_the_store_consistent(mem: engram.Engram) -> None:
+def test_store_fuzz_keeps_the_store_consistent(mem: mindfile.Mindfile) -> None:
     sequence = iter(range(10**9))
     outcomes = {"ok": 0, "error": 0}
 
@@ -311,7 +311,7 @@ def test_store_fuzz_keeps_the_store_consistent(mem: engram.Engram) -> None:
         seq = 0 if conflict else next(sequence) + 1
         try:
             mem.store(session, seq, payload, metadata=metadata, tags=tags)
-        except EngramError:
+        except MindfileError:
             outcomes["error"] += 1
         else:
             outcomes["ok"] += 1

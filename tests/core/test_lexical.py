@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import engram
-from engram.retrieve.fts import COLUMN_WEIGHTS, fts_search
-from engram.vector.base import VectorFilter
+import mindfile
+from mindfile.retrieve.fts import COLUMN_WEIGHTS, fts_search
+from mindfile.vector.base import VectorFilter
 
 WORDS = [
     *("garden", "tomato", "rain", "sunny", "hike", "dog", "cat", "peanut", "allergy"),
@@ -25,7 +25,7 @@ WORDS = [
 sentences = st.lists(st.sampled_from(WORDS), min_size=1, max_size=12).map(" ".join)
 
 
-def _fts5(mem: engram.Engram, query: str, k: int, **kw: object) -> list[tuple[int, float]]:
+def _fts5(mem: mindfile.Mindfile, query: str, k: int, **kw: object) -> list[tuple[int, float]]:
     return fts_search(mem.db, query, k, session_ids=None, tags=(), **kw)  # type: ignore[arg-type]
 
 
@@ -43,7 +43,7 @@ def _close(a: list[tuple[int, float]], b: list[tuple[int, float]]) -> None:
 )
 def test_scores_equal_fts5_bm25(tmp_path_factory: pytest.TempPathFactory, docs, queries) -> None:
     path = tmp_path_factory.mktemp("lex") / "m.db"
-    with engram.open(path, embedder="hash") as mem:
+    with mindfile.open(path, embedder="hash") as mem:
         seq: dict[str, int] = {}
         for session, text in docs:
             seq[session] = seq.get(session, 0) + 1
@@ -55,7 +55,7 @@ def test_scores_equal_fts5_bm25(tmp_path_factory: pytest.TempPathFactory, docs, 
             _close(got, want)
 
 
-def test_updates_and_deletes_are_seen(mem: engram.Engram) -> None:
+def test_updates_and_deletes_are_seen(mem: mindfile.Mindfile) -> None:
     """Neighbour context updates (context_after) and forget() reach the index."""
     assert mem.lexical is not None
     mem.store("a", 1, "what did you plant in the garden")
@@ -71,7 +71,7 @@ def test_updates_and_deletes_are_seen(mem: engram.Engram) -> None:
     _close(hits, _fts5(mem, "tomatoes", 10))
 
 
-def test_filters(mem: engram.Engram) -> None:
+def test_filters(mem: mindfile.Mindfile) -> None:
     assert mem.lexical is not None
     mem.store("a", 1, "river walk")
     mem.store("b", 1, "river swim")
@@ -81,13 +81,13 @@ def test_filters(mem: engram.Engram) -> None:
 
 
 def test_other_process_writes_are_seen(db_path: Path) -> None:
-    with engram.open(db_path, embedder="hash") as mem:
+    with mindfile.open(db_path, embedder="hash") as mem:
         mem.store("a", 1, "first note about lakes")
         assert mem.lexical is not None
         assert len(mem.lexical.search("lakes", 10)) == 1
         code = (
-            "import engram, sys\n"
-            "m = engram.open(sys.argv[1])\n"
+            "import mindfile, sys\n"
+            "m = mindfile.open(sys.argv[1])\n"
             "m.store('a', 2, 'second note about lakes')\n"
             "m.store('z', 1, 'lakes elsewhere')\n"
             "m.forget('z')\n"
@@ -99,7 +99,7 @@ def test_other_process_writes_are_seen(db_path: Path) -> None:
         _close(hits, _fts5(mem, "lakes", 10))
 
 
-def test_rebuild_gives_same_results(mem: engram.Engram) -> None:
+def test_rebuild_gives_same_results(mem: mindfile.Mindfile) -> None:
     assert mem.lexical is not None
     for i, text in enumerate(["coffee market", "bread market", "coffee coffee river"], 1):
         mem.store("s", i, text)
@@ -109,7 +109,7 @@ def test_rebuild_gives_same_results(mem: engram.Engram) -> None:
 
 
 def test_fts5_mode_still_works(db_path: Path) -> None:
-    with engram.open(db_path, embedder="hash", lexical_index="fts5") as mem:
+    with mindfile.open(db_path, embedder="hash", lexical_index="fts5") as mem:
         assert mem.lexical is None
         mem.store("s", 1, "sunrise over the lake")
         assert [h.text for h in mem.search("lake", mode="fts")] == ["sunrise over the lake"]

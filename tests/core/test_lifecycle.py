@@ -6,15 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engram
-from engram.errors import InvalidInputError
-from engram.storage.db import utcnow
-from engram.tokens import MESSAGE_OVERHEAD, estimate_tokens, message_tokens
+import mindfile
+from mindfile.errors import InvalidInputError
+from mindfile.storage.db import utcnow
+from mindfile.tokens import MESSAGE_OVERHEAD, estimate_tokens, message_tokens
 
 from ._support import assert_consistent, counts
 
 
-def session_rows(mem: engram.Engram, session_id: str) -> dict[str, int]:
+def session_rows(mem: mindfile.Mindfile, session_id: str) -> dict[str, int]:
     out = {}
     for table in ("sessions", "conversation_events", "session_state", "chunks", "files"):
         out[table] = int(
@@ -28,7 +28,7 @@ def session_rows(mem: engram.Engram, session_id: str) -> dict[str, int]:
     return out
 
 
-def test_forget_cascades_everywhere(mem: engram.Engram) -> None:
+def test_forget_cascades_everywhere(mem: mindfile.Mindfile) -> None:
     mem.store("gone", 1, "zanzibar spices and a long voyage")
     mem.store("gone", 2, "another quokka sighting", tags=["zoo"])
     mem.store("kept", 1, "zanzibar is an archipelago")
@@ -60,7 +60,7 @@ def test_forget_cascades_everywhere(mem: engram.Engram) -> None:
     assert mem.forget("gone") is False
 
 
-def test_forget_then_reuse_the_session_id(mem: engram.Engram) -> None:
+def test_forget_then_reuse_the_session_id(mem: mindfile.Mindfile) -> None:
     mem.store("s", 5, "first life")
     mem.forget("s")
     mem.store("s", 1, "first life")  # sequences start over; same text is a new chunk
@@ -69,7 +69,7 @@ def test_forget_then_reuse_the_session_id(mem: engram.Engram) -> None:
     assert_consistent(mem)
 
 
-def test_list_sessions_most_recently_updated_first(mem: engram.Engram) -> None:
+def test_list_sessions_most_recently_updated_first(mem: mindfile.Mindfile) -> None:
     mem.store("s1", 1, "a")
     mem.store("s2", 1, "b")
     mem.store("s3", 1, "c")
@@ -84,7 +84,7 @@ def test_list_sessions_most_recently_updated_first(mem: engram.Engram) -> None:
 # -- restore -------------------------------------------------------------------------------
 
 
-def test_restore_returns_the_newest_contiguous_tail(mem: engram.Engram) -> None:
+def test_restore_returns_the_newest_contiguous_tail(mem: mindfile.Mindfile) -> None:
     texts = ["a" * 40, "b" * 4, "c" * 400, "d" * 8, "e" * 12]
     for seq, text in enumerate(texts, start=1):
         mem.store("s", seq, {"role": "user", "content": text})
@@ -98,7 +98,7 @@ def test_restore_returns_the_newest_contiguous_tail(mem: engram.Engram) -> None:
     assert mem.restore("nobody", 1000) == []
 
 
-def test_restore_with_a_custom_counter(mem: engram.Engram) -> None:
+def test_restore_with_a_custom_counter(mem: mindfile.Mindfile) -> None:
     for seq in range(1, 6):
         mem.store("s", seq, f"message {seq}")
     words = mem.restore("s", 3 * (2 + MESSAGE_OVERHEAD), token_counter=lambda s: len(s.split()))
@@ -106,12 +106,12 @@ def test_restore_with_a_custom_counter(mem: engram.Engram) -> None:
 
 
 @pytest.mark.parametrize("budget", [-1, 1.5, "10", None, True])
-def test_restore_rejects_bad_budgets(mem: engram.Engram, budget: object) -> None:
+def test_restore_rejects_bad_budgets(mem: mindfile.Mindfile, budget: object) -> None:
     with pytest.raises(InvalidInputError):
         mem.restore("s", budget)  # type: ignore[arg-type]
 
 
-def test_restore_rejects_a_counter_that_is_not_callable(mem: engram.Engram) -> None:
+def test_restore_rejects_a_counter_that_is_not_callable(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, "x")
     with pytest.raises(InvalidInputError):
         mem.restore("s", 100, token_counter="tiktoken")  # type: ignore[arg-type]
@@ -129,7 +129,7 @@ payloads = st.one_of(
 @settings(max_examples=60)
 @given(items=st.lists(payloads, max_size=12), budget=st.integers(0, 400))
 def test_restore_property(items: list[object], budget: int) -> None:
-    with engram.open(":memory:", embedder="hash") as mem:
+    with mindfile.open(":memory:", embedder="hash") as mem:
         for seq, payload in enumerate(items):
             mem.store("s", seq, payload)
         kept = mem.restore("s", budget)

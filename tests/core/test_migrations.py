@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-import engram
-from engram.errors import SchemaError, StorageError
-from engram.storage.db import Database
-from engram.storage.migrations import Migration, apply_migrations, load_migrations
+import mindfile
+from mindfile.errors import SchemaError, StorageError
+from mindfile.storage.db import Database
+from mindfile.storage.migrations import Migration, apply_migrations, load_migrations
 
 
 def recorded(path: Path) -> list[tuple[int, str, str, str]]:
@@ -27,7 +27,7 @@ def test_shipped_migrations_are_numbered_from_one() -> None:
 
 
 def test_fresh_database_records_every_migration_with_its_hash(db_path: Path) -> None:
-    with engram.open(db_path, embedder="hash") as mem:
+    with mindfile.open(db_path, embedder="hash") as mem:
         assert mem.schema_version == len(load_migrations())
     rows = recorded(db_path)
     assert [(v, n, h) for v, n, h, _ in rows] == [
@@ -37,30 +37,30 @@ def test_fresh_database_records_every_migration_with_its_hash(db_path: Path) -> 
 
 
 def test_reopening_is_a_no_op(db_path: Path) -> None:
-    engram.open(db_path, embedder="hash").close()
+    mindfile.open(db_path, embedder="hash").close()
     before = recorded(db_path)
-    with engram.open(db_path) as mem:
+    with mindfile.open(db_path) as mem:
         assert mem.schema_version == len(before)
         assert apply_migrations(mem.db) == len(before)
     assert recorded(db_path) == before  # same rows, same applied_at
 
 
 def test_edited_applied_migration_is_refused(db_path: Path) -> None:
-    engram.open(db_path, embedder="hash").close()
+    mindfile.open(db_path, embedder="hash").close()
     db = Database(db_path)
     db.execute("UPDATE memory_migrations SET sha256 = ? WHERE version = 1", ("0" * 64,))
     db.close()
     with pytest.raises(SchemaError, match="edited"):
-        engram.open(db_path, embedder="hash")
+        mindfile.open(db_path, embedder="hash")
 
 
 def test_database_from_the_future_is_refused(db_path: Path) -> None:
-    engram.open(db_path, embedder="hash").close()
+    mindfile.open(db_path, embedder="hash").close()
     db = Database(db_path)
     db.execute("INSERT INTO memory_migrations VALUES (999, 'future', ?, '2099-01-01')", ("f" * 64,))
     db.close()
     with pytest.raises(SchemaError, match="999") as info:
-        engram.open(db_path, embedder="hash")
+        mindfile.open(db_path, embedder="hash")
     assert info.value.exit_code == 6
     assert info.value.details["version"] == 999
 
@@ -85,11 +85,11 @@ def test_pending_migrations_apply_in_order_each_in_its_own_transaction() -> None
         db.close()
 
 
-def test_pragmas_on_disk(mem: engram.Engram) -> None:
+def test_pragmas_on_disk(mem: mindfile.Mindfile) -> None:
     assert mem.db.scalar("PRAGMA journal_mode") == "wal"
     assert mem.db.scalar("PRAGMA foreign_keys") == 1
 
 
-def test_pragmas_in_memory(mem_memory: engram.Engram) -> None:
+def test_pragmas_in_memory(mem_memory: mindfile.Mindfile) -> None:
     assert mem_memory.db.scalar("PRAGMA journal_mode") == "memory"
     assert mem_memory.db.scalar("PRAGMA foreign_keys") == 1

@@ -6,46 +6,46 @@ from pathlib import Path
 
 import pytest
 
-import engram
-from engram.errors import ConfigError, StorageError
+import mindfile
+from mindfile.errors import ConfigError, StorageError
 
 from ._support import TableEmbedder
 
 
 def test_model_is_recorded_on_first_open(db_path: Path) -> None:
-    with engram.open(db_path, embedder="hash") as mem:
+    with mindfile.open(db_path, embedder="hash") as mem:
         meta = dict(mem.db.query("SELECT key, value FROM store_meta"))
     assert meta["embedding_model"] == "hash-blake3-256"
     assert meta["embedding_dims"] == "256"
 
 
 def test_reopening_with_another_model_is_refused(db_path: Path) -> None:
-    with engram.open(db_path, embedder="hash") as mem:
+    with mindfile.open(db_path, embedder="hash") as mem:
         mem.store("s", 1, "hello")
     with pytest.raises(ConfigError, match="hash-blake3-256"):
-        engram.open(db_path, embedder="static")
+        mindfile.open(db_path, embedder="static")
     with pytest.raises(ConfigError):
-        engram.open(db_path, embedder="hash:128")  # same family, other dimensions
+        mindfile.open(db_path, embedder="hash:128")  # same family, other dimensions
 
 
 def test_reopening_without_an_embedder_uses_the_stores_own(db_path: Path) -> None:
-    with engram.open(db_path, embedder="hash") as mem:
+    with mindfile.open(db_path, embedder="hash") as mem:
         mem.store("s", 1, "hello there")
-    with engram.open(db_path) as mem:
+    with mindfile.open(db_path) as mem:
         assert mem.embedder.model_id == "hash-blake3-256"
         assert mem.search("hello there", mode="vector")[0].breakdown.vector == pytest.approx(1)
 
 
-def test_new_store_defaults_to_the_bundled_model(mem_static: engram.Engram) -> None:
-    assert mem_static.embedder.model_id == engram.StaticEmbedder().model_id
+def test_new_store_defaults_to_the_bundled_model(mem_static: mindfile.Mindfile) -> None:
+    assert mem_static.embedder.model_id == mindfile.StaticEmbedder().model_id
     assert mem_static.info().dimensions == mem_static.embedder.dimensions
 
 
 def test_custom_model_must_be_passed_again(db_path: Path) -> None:
-    engram.open(db_path, embedder=TableEmbedder({})).close()
+    mindfile.open(db_path, embedder=TableEmbedder({})).close()
     with pytest.raises(ConfigError, match="test-table-3"):
-        engram.open(db_path)
-    engram.open(db_path, embedder=TableEmbedder({})).close()
+        mindfile.open(db_path)
+    mindfile.open(db_path, embedder=TableEmbedder({})).close()
 
 
 @pytest.mark.parametrize(
@@ -61,23 +61,23 @@ def test_custom_model_must_be_passed_again(db_path: Path) -> None:
 )
 def test_bad_options(db_path: Path, kwargs: dict[str, object], error: type[Exception]) -> None:
     with pytest.raises(error):
-        engram.open(db_path, **kwargs)  # type: ignore[arg-type]
+        mindfile.open(db_path, **kwargs)  # type: ignore[arg-type]
 
 
 def test_unopenable_path(tmp_path: Path) -> None:
     with pytest.raises(StorageError):
-        engram.open(tmp_path, embedder="hash")  # a directory
+        mindfile.open(tmp_path, embedder="hash")  # a directory
 
 
 def test_failed_open_releases_the_file(db_path: Path) -> None:
-    engram.open(db_path, embedder="hash").close()
+    mindfile.open(db_path, embedder="hash").close()
     with pytest.raises(ConfigError):
-        engram.open(db_path, embedder="static")
-    with engram.open(db_path) as mem:  # not left locked or half-open
+        mindfile.open(db_path, embedder="static")
+    with mindfile.open(db_path) as mem:  # not left locked or half-open
         mem.store("s", 1, "fine")
 
 
-def test_info(mem: engram.Engram) -> None:
+def test_info(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, "one")
     mem.store("s", 2, "two")
     mem.store("t", 1, "one")
@@ -91,7 +91,7 @@ def test_info(mem: engram.Engram) -> None:
 
 
 def test_close_is_idempotent(db_path: Path) -> None:
-    mem = engram.open(db_path, embedder="hash")
+    mem = mindfile.open(db_path, embedder="hash")
     mem.close()
     mem.close()
     assert mem.db.closed
@@ -112,12 +112,12 @@ def test_bad_open_arguments_are_config_errors(tmp_path: Path, kwargs: dict[str, 
     args: dict[str, object] = {"path": tmp_path / "m.db", "embedder": "hash"}
     args.update(kwargs)
     path = args.pop("path")
-    with pytest.raises(engram.ConfigError):
-        engram.open(path, **args)  # type: ignore[arg-type]
+    with pytest.raises(mindfile.ConfigError):
+        mindfile.open(path, **args)  # type: ignore[arg-type]
     assert not (Path.cwd() / "None").exists()
 
 
-def test_a_token_counter_returning_junk_is_invalid_input(mem: engram.Engram) -> None:
+def test_a_token_counter_returning_junk_is_invalid_input(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, "hello")
-    with pytest.raises(engram.InvalidInputError):
+    with pytest.raises(mindfile.InvalidInputError):
         mem.restore("s", 100, token_counter=lambda text: "many")  # type: ignore[arg-type,return-value]

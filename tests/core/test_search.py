@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import engram
-from engram.errors import InvalidInputError
-from engram.retrieve.fusion import RRF_K, min_max
+import mindfile
+from mindfile.errors import InvalidInputError
+from mindfile.retrieve.fusion import RRF_K, min_max
 
 from ._support import TableEmbedder
 
@@ -23,22 +23,22 @@ SESSION_OF = {A: "a", B: "b", C: "c", D: "d"}
 
 
 @pytest.fixture
-def table(tmp_path: Path) -> Iterator[engram.Engram]:
-    with engram.open(tmp_path / "t.db", embedder=TableEmbedder(VECTORS)) as mem:
+def table(tmp_path: Path) -> Iterator[mindfile.Mindfile]:
+    with mindfile.open(tmp_path / "t.db", embedder=TableEmbedder(VECTORS)) as mem:
         # One session each: neighbouring turns would add FTS context to each other.
         for seq, text in enumerate((A, B, C, D), start=1):
             mem.store(SESSION_OF[text], seq, text)
         yield mem
 
 
-def by_text(results: engram.SearchResults) -> dict[str, engram.SearchHit]:
+def by_text(results: mindfile.SearchResults) -> dict[str, mindfile.SearchHit]:
     return {h.text: h for h in results}
 
 
 # -- fusion arithmetic ---------------------------------------------------------------------
 
 
-def test_raw_leg_scores(table: engram.Engram) -> None:
+def test_raw_leg_scores(table: mindfile.Mindfile) -> None:
     hits = by_text(table.search("alpha", query_embedding=Q))
     for text, cos in COS.items():
         assert hits[text].breakdown.vector == pytest.approx(cos, abs=1e-6)
@@ -48,7 +48,7 @@ def test_raw_leg_scores(table: engram.Engram) -> None:
     assert [hits[t].breakdown.fts_rank for t in (A, B)] == [1, 2]
 
 
-def test_weighted_fusion_by_hand(table: engram.Engram) -> None:
+def test_weighted_fusion_by_hand(table: mindfile.Mindfile) -> None:
     results = table.search("alpha", query_embedding=Q)  # weights 0.7 / 0.3
     # vector min-max over [0, 1, .8, -1] -> A .5, B 1, C .9, D 0; fts over 2 hits -> A 1, B 0
     expected = {B: 0.7 * 1.0 + 0.3 * 0, A: 0.7 * 0.5 + 0.3 * 1, C: 0.7 * 0.9, D: 0.0}
@@ -65,7 +65,7 @@ def test_weighted_fusion_by_hand(table: engram.Engram) -> None:
     assert flipped[0].score == pytest.approx(0.2 * 0.5 + 0.8 * 1, abs=1e-6)
 
 
-def test_rrf_by_hand(table: engram.Engram) -> None:
+def test_rrf_by_hand(table: mindfile.Mindfile) -> None:
     results = table.search(
         "alpha", query_embedding=Q, fusion="rrf", vector_weight=1.0, fts_weight=1.0
     )
@@ -84,7 +84,7 @@ def test_rrf_by_hand(table: engram.Engram) -> None:
     assert weighted[B].score == pytest.approx(0.7 / (k + 1) + 0.3 / (k + 2), rel=1e-9)
 
 
-def test_single_leg_modes_use_their_own_normalised_score(table: engram.Engram) -> None:
+def test_single_leg_modes_use_their_own_normalised_score(table: mindfile.Mindfile) -> None:
     vector = table.search("alpha", query_embedding=Q, mode="vector")
     assert vector.mode == "vector"
     assert [h.text for h in vector] == [B, C, A, D]
@@ -102,26 +102,26 @@ def test_min_max_edge_cases() -> None:
     assert min_max([2.0, 4.0, 3.0]) == [0.0, 1.0, 0.5]
 
 
-def test_min_score(table: engram.Engram) -> None:
+def test_min_score(table: mindfile.Mindfile) -> None:
     results = table.search("alpha", query_embedding=Q, min_score=0.6)
     assert [h.text for h in results] == [B, A, C]
     assert all(h.score >= 0.6 for h in results)
     assert table.search("alpha", query_embedding=Q, min_score=2.0) == []
 
 
-def test_top_k(table: engram.Engram) -> None:
+def test_top_k(table: mindfile.Mindfile) -> None:
     assert [h.text for h in table.search("alpha", query_embedding=Q, top_k=2)] == [B, A]
 
 
-def test_query_embedding_must_match_the_store(table: engram.Engram) -> None:
+def test_query_embedding_must_match_the_store(table: mindfile.Mindfile) -> None:
     for bad in ([1.0, 0.0], [1.0, 0.0, 0.0, 0.0], [float("nan"), 0, 0], "abc", [[1, 0, 0]]):
         with pytest.raises(InvalidInputError):
             table.search("alpha", query_embedding=bad)  # type: ignore[arg-type]
 
 
-def test_hybrid_query_request(table: engram.Engram) -> None:
+def test_hybrid_query_request(table: mindfile.Mindfile) -> None:
     sessions = ["a", "b", "c", "d"]
-    request = engram.MemoryHybridQueryRequest(
+    request = mindfile.MemoryHybridQueryRequest(
         session_id=sessions, query="alpha", query_embedding=Q, top_k=3
     )
     results = table.hybrid_query(request)
@@ -129,14 +129,14 @@ def test_hybrid_query_request(table: engram.Engram) -> None:
     assert [h.score for h in results] == [
         h.score for h in table.search("alpha", session_id=sessions, query_embedding=Q, top_k=3)
     ]
-    one = table.hybrid_query(engram.MemoryHybridQueryRequest(session_id="c", query="zeta"))
+    one = table.hybrid_query(mindfile.MemoryHybridQueryRequest(session_id="c", query="zeta"))
     assert [h.text for h in one] == [C]
-    assert isinstance(results[0], engram.MemoryHybridQueryResult)
+    assert isinstance(results[0], mindfile.MemoryHybridQueryResult)
     with pytest.raises(InvalidInputError):
         table.hybrid_query({"query": "alpha"})  # type: ignore[arg-type]
 
 
-def test_hits_carry_a_full_breakdown(table: engram.Engram) -> None:
+def test_hits_carry_a_full_breakdown(table: mindfile.Mindfile) -> None:
     results = table.search("alpha", query_embedding=Q)
     data = json.loads(json.dumps(results.to_dict()))
     assert data["mode"] == "hybrid" and data["degraded"] is None
@@ -166,7 +166,7 @@ def test_hits_carry_a_full_breakdown(table: engram.Engram) -> None:
 # -- filters -------------------------------------------------------------------------------
 
 
-def test_session_filter_forms(mem: engram.Engram) -> None:
+def test_session_filter_forms(mem: mindfile.Mindfile) -> None:
     for sid in ("a", "b", "c"):
         mem.store(sid, 1, f"shared words about lighthouses from {sid}")
     for mode in ("vector", "fts", "hybrid"):
@@ -180,7 +180,7 @@ def test_session_filter_forms(mem: engram.Engram) -> None:
         assert mem.search("lighthouses", session_id=[], mode=mode) == []
 
 
-def test_every_tag_is_required(mem: engram.Engram) -> None:
+def test_every_tag_is_required(mem: mindfile.Mindfile) -> None:
     query = "orange cat on the sofa"
     mem.store("s", 1, query)  # exact match for both legs, but no tags
     mem.store("s", 2, "the orange cat sleeps", tags=["pets"])
@@ -200,7 +200,7 @@ def test_every_tag_is_required(mem: engram.Engram) -> None:
 # -- ordering ------------------------------------------------------------------------------
 
 
-def test_equal_scores_go_to_the_most_recent_chunk(mem: engram.Engram) -> None:
+def test_equal_scores_go_to_the_most_recent_chunk(mem: mindfile.Mindfile) -> None:
     # Stored first (lower rowid) but later in its conversation: must still win the tie.
     mem.store("recent", 9, "the same words exactly")
     mem.store("older", 1, "the same words exactly")
@@ -210,7 +210,7 @@ def test_equal_scores_go_to_the_most_recent_chunk(mem: engram.Engram) -> None:
         assert [h.session_id for h in hits] == ["recent", "older"]
 
 
-def test_dedup_extension_counts_as_recent(mem: engram.Engram) -> None:
+def test_dedup_extension_counts_as_recent(mem: mindfile.Mindfile) -> None:
     mem.store("a", 5, "weekly standup notes")
     mem.store("b", 1, "weekly standup notes")
     mem.store("b", 2, "filler")
@@ -222,7 +222,7 @@ def test_dedup_extension_counts_as_recent(mem: engram.Engram) -> None:
     ]
 
 
-def test_empty_and_wordless_queries(mem: engram.Engram) -> None:
+def test_empty_and_wordless_queries(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, "something")
     assert mem.search("", mode="fts") == []
     assert mem.search("!!! ??? ***", mode="fts") == []
@@ -230,8 +230,8 @@ def test_empty_and_wordless_queries(mem: engram.Engram) -> None:
     assert mem_search_empty_store() == []
 
 
-def mem_search_empty_store() -> list[engram.SearchHit]:
-    with engram.open(":memory:", embedder="hash") as mem:
+def mem_search_empty_store() -> list[mindfile.SearchHit]:
+    with mindfile.open(":memory:", embedder="hash") as mem:
         return list(mem.search("anything"))
 
 
@@ -247,7 +247,7 @@ PARAPHRASES = {
 }
 
 
-def test_static_model_finds_paraphrases_that_fts_cannot(mem_static: engram.Engram) -> None:
+def test_static_model_finds_paraphrases_that_fts_cannot(mem_static: mindfile.Mindfile) -> None:
     for seq, text in enumerate(PARAPHRASES, start=1):
         mem_static.store(f"s{seq}", 1, text)
     for text, query in PARAPHRASES.items():
@@ -259,7 +259,7 @@ def test_static_model_finds_paraphrases_that_fts_cannot(mem_static: engram.Engra
         assert hybrid[0].text == text
 
 
-def test_lone_surrogate_query_with_the_static_model(mem_static: engram.Engram) -> None:
+def test_lone_surrogate_query_with_the_static_model(mem_static: mindfile.Mindfile) -> None:
     mem_static.store("s", 1, "The feline slept on the warm windowsill.")
     for mode in ("vector", "hybrid", "fts"):
         results = mem_static.search("feline \ud800 windowsill", mode=mode)  # type: ignore[arg-type]

@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engram
-from engram.errors import ConflictError, EmbeddingError, InvalidInputError, LimitExceededError
-from engram.index.chunking import ChunkSpec, chunk_text
-from engram.index.extract import extract_role, extract_text
+import mindfile
+from mindfile.errors import ConflictError, EmbeddingError, InvalidInputError, LimitExceededError
+from mindfile.index.chunking import ChunkSpec, chunk_text
+from mindfile.index.extract import extract_role, extract_text
 
 from ._support import BrokenEmbedder, assert_consistent, counts
 
 
-def chunk_texts(mem: engram.Engram, session_id: str | None = None) -> list[str]:
+def chunk_texts(mem: mindfile.Mindfile, session_id: str | None = None) -> list[str]:
     if session_id is None:
         return [r[0] for r in mem.db.query("SELECT chunk_text FROM chunks ORDER BY id")]
     return [
@@ -32,7 +32,7 @@ def chunk_texts(mem: engram.Engram, session_id: str | None = None) -> list[str]:
 # -- sessions and sequences ----------------------------------------------------------------
 
 
-def test_store_creates_then_updates_the_session(mem: engram.Engram) -> None:
+def test_store_creates_then_updates_the_session(mem: mindfile.Mindfile) -> None:
     sql = "SELECT created_at, updated_at, agent_identity FROM sessions WHERE session_id = 's1'"
     mem.store("s1", 1, "first", agent_identity="agent-a")
     first = mem.db.query_one(sql)
@@ -47,7 +47,7 @@ def test_store_creates_then_updates_the_session(mem: engram.Engram) -> None:
 
 @pytest.mark.parametrize("bad_sequence", [5, 4, 0])
 def test_non_increasing_sequence_conflicts_and_writes_nothing(
-    mem: engram.Engram, bad_sequence: int
+    mem: mindfile.Mindfile, bad_sequence: int
 ) -> None:
     mem.store("s1", 5, "the original five")
     before = counts(mem)
@@ -60,13 +60,13 @@ def test_non_increasing_sequence_conflicts_and_writes_nothing(
     assert [r.sequence for r in mem.recall("s1")] == [5]
 
 
-def test_sequences_are_per_session(mem: engram.Engram) -> None:
+def test_sequences_are_per_session(mem: mindfile.Mindfile) -> None:
     mem.store("a", 7, "x")
     mem.store("b", 1, "y")  # lower than a's, but another session
     assert [s.last_sequence for s in mem.list_sessions()] == [1, 7]
 
 
-def test_recall_order_and_limit(mem: engram.Engram) -> None:
+def test_recall_order_and_limit(mem: mindfile.Mindfile) -> None:
     for seq in (1, 2, 5, 10):
         mem.store("s1", seq, {"role": "user", "content": f"message {seq}"})
     assert [r.sequence for r in mem.recall("s1")] == [1, 2, 5, 10]
@@ -81,7 +81,7 @@ def test_recall_order_and_limit(mem: engram.Engram) -> None:
         mem.recall("s1", limit=-1)
 
 
-def test_last_sequence_is_kept_in_session_state(mem: engram.Engram) -> None:
+def test_last_sequence_is_kept_in_session_state(mem: mindfile.Mindfile) -> None:
     for seq in (3, 8, 13):
         mem.store("s1", seq, f"text {seq}")
     state = json.loads(mem.db.scalar("SELECT state_json FROM session_state"))
@@ -93,12 +93,12 @@ def test_last_sequence_is_kept_in_session_state(mem: engram.Engram) -> None:
 # -- text extraction -----------------------------------------------------------------------
 
 
-def test_plain_string_is_indexed_normalised(mem: engram.Engram) -> None:
+def test_plain_string_is_indexed_normalised(mem: mindfile.Mindfile) -> None:
     assert mem.store("s", 1, "  I moved to\n\nLisbon   in May.  ") == 1
     assert chunk_texts(mem) == ["I moved to Lisbon in May."]
 
 
-def test_openai_messages(mem: engram.Engram) -> None:
+def test_openai_messages(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, {"role": "user", "content": "What's the weather in Lisbon?"})
     mem.store(
         "s",
@@ -138,7 +138,7 @@ def test_openai_messages(mem: engram.Engram) -> None:
     assert roles == ["user", "user", "assistant"]
 
 
-def test_anthropic_messages(mem: engram.Engram) -> None:
+def test_anthropic_messages(mem: mindfile.Mindfile) -> None:
     mem.store(
         "s",
         1,
@@ -200,7 +200,7 @@ def test_extract_text_skips_images_and_empty_parts() -> None:
     assert extract_text(None) == ""
 
 
-def test_payload_without_text_stores_an_event_but_no_chunk(mem: engram.Engram) -> None:
+def test_payload_without_text_stores_an_event_but_no_chunk(mem: mindfile.Mindfile) -> None:
     assert mem.store("s", 1, {"role": "user", "content": ""}) == 0
     assert mem.store("s", 2, None) == 0
     assert [r.sequence for r in mem.recall("s")] == [1, 2]
@@ -217,7 +217,7 @@ def long_text(sentences: int = 60) -> str:
     )
 
 
-def test_long_text_is_chunked_with_overlap(mem: engram.Engram) -> None:
+def test_long_text_is_chunked_with_overlap(mem: mindfile.Mindfile) -> None:
     text = long_text()
     added = mem.store("s", 1, text)
     chunks = chunk_texts(mem)
@@ -265,7 +265,7 @@ def test_chunking_bounds_and_coverage(
 # -- dedup ---------------------------------------------------------------------------------
 
 
-def test_same_content_later_extends_the_chunk(mem: engram.Engram) -> None:
+def test_same_content_later_extends_the_chunk(mem: mindfile.Mindfile) -> None:
     assert mem.store("s", 1, "remember the milk") == 1
     assert mem.store("s", 2, "something else") == 1
     assert mem.store("s", 7, {"role": "user", "content": "remember   the milk"}) == 0
@@ -277,7 +277,7 @@ def test_same_content_later_extends_the_chunk(mem: engram.Engram) -> None:
     assert len(mem.recall("s")) == 3  # the event itself is always stored
 
 
-def test_same_content_in_another_session_is_a_separate_chunk(mem: engram.Engram) -> None:
+def test_same_content_in_another_session_is_a_separate_chunk(mem: mindfile.Mindfile) -> None:
     mem.store("a", 1, "remember the milk")
     mem.store("b", 1, "remember the milk")
     ids = [r[0] for r in mem.db.query("SELECT chunk_id FROM chunks ORDER BY id")]
@@ -290,7 +290,7 @@ def test_same_content_in_another_session_is_a_separate_chunk(mem: engram.Engram)
 
 @pytest.mark.parametrize("how", ["raise", "shape", "nan"])
 def test_embedder_failure_writes_nothing(db_path: object, how: str) -> None:
-    with engram.open(str(db_path), embedder=BrokenEmbedder(how)) as mem:
+    with mindfile.open(str(db_path), embedder=BrokenEmbedder(how)) as mem:
         before = counts(mem)
         with pytest.raises(EmbeddingError):
             mem.store("s1", 1, "this text needs a vector")
@@ -300,7 +300,7 @@ def test_embedder_failure_writes_nothing(db_path: object, how: str) -> None:
         assert mem.store("s1", 1, "") == 0
 
 
-def test_store_many_is_all_or_nothing(mem: engram.Engram) -> None:
+def test_store_many_is_all_or_nothing(mem: mindfile.Mindfile) -> None:
     mem.store("old", 1, "already here")
     before = counts(mem)
     events = [
@@ -319,7 +319,7 @@ def test_store_many_is_all_or_nothing(mem: engram.Engram) -> None:
     assert meta == {"source": "test", "role": "user"}
 
 
-def test_store_many_conflicting_with_stored_data(mem: engram.Engram) -> None:
+def test_store_many_conflicting_with_stored_data(mem: mindfile.Mindfile) -> None:
     mem.store("s", 5, "five")
     before = counts(mem)
     with pytest.raises(ConflictError):
@@ -328,13 +328,13 @@ def test_store_many_conflicting_with_stored_data(mem: engram.Engram) -> None:
 
 
 @pytest.mark.parametrize("events", [None, 5, "abc", [("s", 1)], [("s", 1, "x", {}, "extra")]])
-def test_store_many_rejects_malformed_input(mem: engram.Engram, events: object) -> None:
+def test_store_many_rejects_malformed_input(mem: mindfile.Mindfile, events: object) -> None:
     with pytest.raises(InvalidInputError):
         mem.store_many(events)  # type: ignore[arg-type]
     assert counts(mem)["conversation_events"] == 0
 
 
-def test_tags_and_metadata_go_on_every_chunk(mem: engram.Engram) -> None:
+def test_tags_and_metadata_go_on_every_chunk(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, long_text(), metadata={"k": "v"}, tags=["Travel", " travel ", "Work"])
     metas = {r[0] for r in mem.db.query("SELECT metadata_json FROM chunks")}
     assert [json.loads(m) for m in metas] == [{"k": "v", "tags": ["travel", "work"]}]
@@ -353,7 +353,7 @@ def nested(depth: int, leaf: object = "deep text") -> object:
 
 
 @pytest.mark.parametrize("depth", [200, 5000])
-def test_deeply_nested_payload_is_refused(mem: engram.Engram, depth: int) -> None:
+def test_deeply_nested_payload_is_refused(mem: mindfile.Mindfile, depth: int) -> None:
     with pytest.raises(InvalidInputError):
         mem.store("s", 1, nested(depth))
     with pytest.raises(InvalidInputError):
@@ -361,10 +361,10 @@ def test_deeply_nested_payload_is_refused(mem: engram.Engram, depth: int) -> Non
     assert counts(mem)["conversation_events"] == 0
 
 
-def test_accepted_nested_payload_reads_back_from_a_deep_stack(mem: engram.Engram) -> None:
+def test_accepted_nested_payload_reads_back_from_a_deep_stack(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, {"role": "user", "content": nested(60)})
 
-    def deep_call(n: int) -> list[engram.MemoryRecord]:
+    def deep_call(n: int) -> list[mindfile.MemoryRecord]:
         return mem.restore("s", 10_000) if n == 0 else deep_call(n - 1)
 
     # Leave little head-room, as a server framework's call stack might.
@@ -372,7 +372,7 @@ def test_accepted_nested_payload_reads_back_from_a_deep_stack(mem: engram.Engram
     assert [r.sequence for r in deep_call(depth)] == [1]
 
 
-def test_deeply_nested_tool_arguments_do_not_crash(mem: engram.Engram) -> None:
+def test_deeply_nested_tool_arguments_do_not_crash(mem: mindfile.Mindfile) -> None:
     arguments = "[" * 5000 + "]" * 5000
     payload = {
         "role": "assistant",
@@ -387,7 +387,7 @@ def test_deeply_nested_tool_arguments_do_not_crash(mem: engram.Engram) -> None:
 
 
 @pytest.mark.parametrize("bad", ["\ud800", "ok\udfff"])
-def test_lone_surrogates_in_ids_are_invalid_input(mem: engram.Engram, bad: str) -> None:
+def test_lone_surrogates_in_ids_are_invalid_input(mem: mindfile.Mindfile, bad: str) -> None:
     with pytest.raises(InvalidInputError):
         mem.store(bad, 1, "x")
     with pytest.raises(InvalidInputError):

@@ -1,4 +1,4 @@
-"""One conformance suite for every :class:`~engram.vector.VectorIndex`.
+"""One conformance suite for every :class:`~mindfile.vector.VectorIndex`.
 
 Each index must return exactly what a brute-force numpy scan of ``chunks_vec`` returns,
 stay correct while this process or another one writes and forgets, and rebuild to the
@@ -20,8 +20,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
-import engram
-from engram.vector import VectorFilter
+import mindfile
+from mindfile.vector import VectorFilter
 
 from ._support import assert_consistent, assert_same_ranking, oracle
 
@@ -40,13 +40,13 @@ def unit(seed: int, dims: int = DIMS) -> npt.NDArray[np.float32]:
     return v / np.linalg.norm(v)
 
 
-def fill(mem: engram.Engram, n: int, sessions: list[str] = SESSIONS) -> None:
+def fill(mem: mindfile.Mindfile, n: int, sessions: list[str] = SESSIONS) -> None:
     events = [(sessions[i % len(sessions)], i, f"memory number {i} of {n}") for i in range(n)]
     mem.store_many(events)
 
 
 def check(
-    mem: engram.Engram,
+    mem: mindfile.Mindfile,
     query: npt.NDArray[np.float32],
     k: int,
     *,
@@ -72,7 +72,7 @@ class IndexMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.mem = engram.open(":memory:", embedder=f"hash:{DIMS}", vector_index=self.index_name)
+        self.mem = mindfile.open(":memory:", embedder=f"hash:{DIMS}", vector_index=self.index_name)
         self.next_seq = dict.fromkeys(SESSIONS, 0)
 
     def teardown(self) -> None:
@@ -143,14 +143,14 @@ def test_index_matches_brute_force_oracle(name: str) -> None:
 
 
 def test_empty_index(index_name: str) -> None:
-    with engram.open(":memory:", embedder=f"hash:{DIMS}", vector_index=index_name) as mem:
+    with mindfile.open(":memory:", embedder=f"hash:{DIMS}", vector_index=index_name) as mem:
         assert mem.index.size() == 0
         assert mem.index.search(unit(1), 5) == []
         assert mem.search("anything", mode="vector") == []
 
 
 def test_scores_are_cosine_similarities(index_name: str) -> None:
-    with engram.open(":memory:", embedder="hash", vector_index=index_name) as mem:
+    with mindfile.open(":memory:", embedder="hash", vector_index=index_name) as mem:
         mem.store("s", 1, "exactly this text")
         mem.store("s", 2, "something unrelated")
         query = mem.embedder.embed_query("exactly this text")
@@ -163,7 +163,7 @@ def test_scores_are_cosine_similarities(index_name: str) -> None:
 
 
 def test_k_larger_than_the_store_and_zero(index_name: str) -> None:
-    with engram.open(":memory:", embedder=f"hash:{DIMS}", vector_index=index_name) as mem:
+    with mindfile.open(":memory:", embedder=f"hash:{DIMS}", vector_index=index_name) as mem:
         fill(mem, 7)
         check(mem, unit(3), 100)
         assert mem.index.search(unit(3), 0) == []
@@ -172,7 +172,7 @@ def test_k_larger_than_the_store_and_zero(index_name: str) -> None:
 
 
 def test_rebuild_gives_the_same_results(index_name: str, db_path: Path) -> None:
-    with engram.open(db_path, embedder=f"hash:{DIMS}", vector_index=index_name) as mem:
+    with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=index_name) as mem:
         fill(mem, 60)
         mem.forget("b")
         before = [mem.index.search(unit(s), 10) for s in range(5)]
@@ -182,13 +182,13 @@ def test_rebuild_gives_the_same_results(index_name: str, db_path: Path) -> None:
 
 
 def test_persisted_index_catches_up_after_writes_made_without_it(db_path: Path) -> None:
-    with engram.open(db_path, embedder=f"hash:{DIMS}", vector_index="sqlite-vec") as mem:
+    with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index="sqlite-vec") as mem:
         fill(mem, 20)
         assert mem.index.size() == 20
-    with engram.open(db_path, vector_index="exact") as mem:  # the vec0 table goes stale
+    with mindfile.open(db_path, vector_index="exact") as mem:  # the vec0 table goes stale
         mem.forget("a")
         mem.store("e", 1, "written while sqlite-vec was not looking")
-    with engram.open(db_path, vector_index="sqlite-vec") as mem:
+    with mindfile.open(db_path, vector_index="sqlite-vec") as mem:
         assert mem.index.size() == 16
         for seed in range(5):
             check(mem, unit(seed), 8)
@@ -201,8 +201,8 @@ def test_persisted_index_catches_up_after_writes_made_without_it(db_path: Path) 
 
 def test_second_connection_in_process(index_name: str, db_path: Path) -> None:
     with (
-        engram.open(db_path, embedder="hash", vector_index=index_name) as first,
-        engram.open(db_path, vector_index=index_name) as second,
+        mindfile.open(db_path, embedder="hash", vector_index=index_name) as first,
+        mindfile.open(db_path, vector_index=index_name) as second,
     ):
         first.store("a", 1, "apples from the first connection")
         first.store("b", 1, "bananas from the first connection")
@@ -221,10 +221,10 @@ def test_second_connection_in_process(index_name: str, db_path: Path) -> None:
 WRITER = textwrap.dedent(
     """
     import sys
-    import engram
+    import mindfile
 
     path, index = sys.argv[1], sys.argv[2]
-    with engram.open(path, vector_index=index) as mem:
+    with mindfile.open(path, vector_index=index) as mem:
         mem.store("c", 1, "cherries from another process")
         mem.store_many([("d", i, f"durian {i} from another process") for i in range(30)])
         mem.forget("a")
@@ -233,7 +233,7 @@ WRITER = textwrap.dedent(
 
 
 def test_another_process_writes_and_forgets(index_name: str, db_path: Path) -> None:
-    with engram.open(db_path, embedder="hash", vector_index=index_name) as mem:
+    with mindfile.open(db_path, embedder="hash", vector_index=index_name) as mem:
         mem.store("a", 1, "apples from this process")
         mem.store("b", 1, "bananas from this process")
         assert len(mem.search("q", mode="vector")) == 2
@@ -256,7 +256,7 @@ def test_another_process_writes_and_forgets(index_name: str, db_path: Path) -> N
 
 def test_threads_share_one_engine(index_name: str, db_path: Path) -> None:
     errors: list[BaseException] = []
-    with engram.open(db_path, embedder=f"hash:{DIMS}", vector_index=index_name) as mem:
+    with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=index_name) as mem:
 
         def writer(session: str) -> None:
             try:

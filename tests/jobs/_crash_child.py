@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-import engram
-from engram.embed import HashEmbedder
-from engram.jobs import JobPolicy
+import mindfile
+from mindfile.embed import HashEmbedder
+from mindfile.jobs import JobPolicy
 
 
 class DiesMidJob:
@@ -43,7 +43,7 @@ class DiesMidJob:
 
 def main() -> None:
     path, dims, marker, batch_size = sys.argv[1:5]
-    mem = engram.open(path, embedder=DiesMidJob(int(dims), Path(marker)))
+    mem = mindfile.open(path, embedder=DiesMidJob(int(dims), Path(marker)))
     mem.run_jobs(batch_size=int(batch_size), policy=JobPolicy(lease_seconds=60))
     sys.exit("the embedder should have killed this process")
 

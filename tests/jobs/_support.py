@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-import engram
-from engram.embed import HashEmbedder
+import mindfile
+from mindfile.embed import HashEmbedder
 
 DIMS = 16
 START = datetime(2030, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -80,9 +80,9 @@ def open_store(
     embedder: ControlledEmbedder | str | None = None,
     *,
     vector_index: str = "exact",
-) -> engram.Engram:
+) -> mindfile.Mindfile:
     """A background-indexing store with the hash embedder (or ``embedder``)."""
-    return engram.open(
+    return mindfile.open(
         path,
         embedder=embedder if embedder is not None else f"hash:{DIMS}",
         indexing="background",
@@ -90,7 +90,7 @@ def open_store(
     )
 
 
-def status_counts(mem: engram.Engram) -> dict[str, int]:
+def status_counts(mem: mindfile.Mindfile) -> dict[str, int]:
     """``{status: count}`` straight from SQL."""
     return {
         str(s): int(n)
@@ -98,7 +98,7 @@ def status_counts(mem: engram.Engram) -> dict[str, int]:
     }
 
 
-def count(mem: engram.Engram, table: str) -> int:
+def count(mem: mindfile.Mindfile, table: str) -> int:
     return int(mem.db.scalar(f"SELECT count(*) FROM {table}"))
 
 

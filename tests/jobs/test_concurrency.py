@@ -12,8 +12,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from engram.errors import ConfigError
-from engram.jobs import IndexWorker, JobPolicy, run_jobs
+from mindfile.errors import ConfigError
+from mindfile.jobs import IndexWorker, JobPolicy, run_jobs
 
 from ._support import ControlledEmbedder, count, messages, open_store, status_counts
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engram.jobs import JobPolicy
-from engram.jobs.queue import claim
+from mindfile.jobs import JobPolicy
+from mindfile.jobs.queue import claim
 
 from ._support import DIMS, ControlledEmbedder, FakeClock, count, messages, open_store
 
@@ -104,7 +104,7 @@ def test_a_lost_lease_discards_the_result(db_path: Path) -> None:
         slow = claim(mem.db, now=clock(), limit=8, worker="slow", policy=policy)
         clock.advance(6)  # the slow worker's lease runs out; another worker takes over
         assert mem.run_jobs(policy=policy, clock=clock).succeeded == 1
-        from engram.jobs.queue import complete
+        from mindfile.jobs.queue import complete
 
         vectors = mem.embedder.embed_documents([j.text for j in slow.jobs])
         assert complete(mem.db, slow, vectors, mem.embedder.model_id, clock()) == (0, 1)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-import engram
-from engram.jobs import JobPolicy
-from engram.retrieve.degraded import RECENCY_WEIGHT, recency_fusion
+import mindfile
+from mindfile.jobs import JobPolicy
+from mindfile.retrieve.degraded import RECENCY_WEIGHT, recency_fusion
 
 from ._support import DIMS, ControlledEmbedder, messages, open_store
 
@@ -63,7 +63,7 @@ def test_full_text_mode_is_never_degraded(db_path: Path) -> None:
 
 def test_embedder_down_falls_back_to_full_text_fused_with_recency(db_path: Path) -> None:
     embedder = ControlledEmbedder()
-    with engram.open(db_path, embedder=embedder, neighbor_context=False) as mem:
+    with mindfile.open(db_path, embedder=embedder, neighbor_context=False) as mem:
         # Same words, so BM25 cannot tell them apart: recency decides.
         mem.store_many([("s1", i, f"deploy the billing service step {i}") for i in range(1, 6)])
         embedder.down = True
@@ -92,7 +92,7 @@ def test_embedder_down_with_a_backlog_reports_both(db_path: Path) -> None:
 
 def test_a_strong_text_match_still_beats_recency(db_path: Path) -> None:
     embedder = ControlledEmbedder()
-    with engram.open(db_path, embedder=embedder) as mem:
+    with mindfile.open(db_path, embedder=embedder) as mem:
         mem.store("s1", 1, "the invoice number for the cloud bill is 4471")
         for i in range(2, 12):
             mem.store("s1", i, f"cloud chat {i}")
@@ -110,7 +110,7 @@ def test_recency_fusion_by_hand() -> None:
 
 
 def test_the_backlog_check_is_one_cheap_query(db_path: Path) -> None:
-    with engram.open(db_path, embedder=f"hash:{DIMS}") as mem:
+    with mindfile.open(db_path, embedder=f"hash:{DIMS}") as mem:
         mem.store_many(messages(5))
         plan = mem.db.query(
             "EXPLAIN QUERY PLAN SELECT EXISTS (SELECT 1 FROM memory_jobs "
@@ -121,7 +121,7 @@ def test_the_backlog_check_is_one_cheap_query(db_path: Path) -> None:
 
 
 def test_backlog_counts_are_capped(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from engram.retrieve import degraded
+    from mindfile.retrieve import degraded
 
     monkeypatch.setattr(degraded, "BACKLOG_COUNT_CAP", 3)
     with open_store(db_path, ControlledEmbedder(down=True)) as mem:

@@ -11,29 +11,29 @@ from pathlib import Path
 
 import pytest
 
-import engram
-from engram.embed.base import to_blob
-from engram.jobs import queue
+import mindfile
+from mindfile.embed.base import to_blob
+from mindfile.jobs import queue
 
 from ._support import DIMS, count, messages, open_store
 
 INDEXES = ["exact", "sqlite-vec"]
 
 
-def nearest(mem: engram.Engram, text: str) -> tuple[str, float]:
+def nearest(mem: mindfile.Mindfile, text: str) -> tuple[str, float]:
     """The best vector hit for ``text``'s own vector, and its cosine similarity."""
     query = mem.embedder.embed_documents([text])[0]
     hits = mem.search("x", mode="vector", top_k=1, query_embedding=query.tolist())
     return hits[0].text, hits[0].breakdown.vector or 0.0
 
 
-def held(mem: engram.Engram) -> int:
+def held(mem: mindfile.Mindfile) -> int:
     return mem.index.size()
 
 
 @pytest.mark.parametrize("index", INDEXES)
 def test_every_vector_change_is_logged(db_path: Path, index: str) -> None:
-    with engram.open(db_path, embedder=f"hash:{DIMS}", vector_index=index) as mem:
+    with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=index) as mem:
         mem.store_many(messages(10))
         mem.store_note("memory:u", "n1", "a note")
         vectors = count(mem, "chunks_vec")

@@ -19,8 +19,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-import engram
-from engram.jobs import queue
+import mindfile
+from mindfile.jobs import queue
 
 from ._support import DIMS, open_store
 
@@ -32,7 +32,7 @@ def unit(seed: int) -> npt.NDArray[np.float32]:
     return vec / np.linalg.norm(vec)
 
 
-def oracle(mem: engram.Engram, query: npt.NDArray[np.float32], k: int) -> list[float]:
+def oracle(mem: mindfile.Mindfile, query: npt.NDArray[np.float32], k: int) -> list[float]:
     """The top-``k`` cosine similarities by brute force over ``chunks_vec``."""
     rows = mem.db.query("SELECT embedding_blob FROM chunks_vec")
     scores = sorted(
@@ -47,7 +47,7 @@ class JobsMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.dir = Path(tempfile.mkdtemp(prefix="engram-jobs-"))
+        self.dir = Path(tempfile.mkdtemp(prefix="mindfile-jobs-"))
         self.saved_keep = queue.CHANGE_LOG_KEEP
         queue.CHANGE_LOG_KEEP = 3  # prune hard, so stale indexes must rebuild
         path = self.dir / "m.db"

@@ -1,4 +1,4 @@
-"""``engram jobs``: status, run, reconcile, retry, prune (in process with CliRunner)."""
+"""``mindfile jobs``: status, run, reconcile, retry, prune (in process with CliRunner)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from engram.cli.main import cli
+from mindfile.cli.main import cli
 
 from ._support import messages, open_store
 

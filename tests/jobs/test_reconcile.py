@@ -7,18 +7,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import engram
-from engram.embed.base import to_blob
-from engram.jobs import JobPolicy
+import mindfile
+from mindfile.embed.base import to_blob
+from mindfile.jobs import JobPolicy
 
 from ._support import DIMS, ControlledEmbedder, count, messages, open_store, status_counts
 
 
-def sync_store(path: Path, **kwargs: object) -> engram.Engram:
-    return engram.open(path, embedder=f"hash:{DIMS}", **kwargs)  # type: ignore[arg-type]
+def sync_store(path: Path, **kwargs: object) -> mindfile.Mindfile:
+    return mindfile.open(path, embedder=f"hash:{DIMS}", **kwargs)  # type: ignore[arg-type]
 
 
-def vectors(mem: engram.Engram) -> list[tuple[int, bytes, str]]:
+def vectors(mem: mindfile.Mindfile) -> list[tuple[int, bytes, str]]:
     return [
         (int(r), bytes(b), str(m))
         for r, b, m in mem.db.query(
@@ -153,7 +153,7 @@ def test_a_tampered_sqlite_vec_index_is_rebuilt(db_path: Path) -> None:
 
 
 def test_reconcile_checks_and_repairs_the_bm25_index(tmp_path: Path) -> None:
-    with engram.open(tmp_path / "m.db", embedder="hash") as mem:
+    with mindfile.open(tmp_path / "m.db", embedder="hash") as mem:
         mem.store_many([("s", i, f"message {i} about lakes") for i in range(1, 6)])
         report = mem.reconcile(repair=False)
         assert report.lexical_size == report.chunks == 5 and report.consistent

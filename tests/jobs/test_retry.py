@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engram.errors import ConfigError, InvalidInputError
-from engram.jobs import JobPolicy, queue_status
-from engram.jobs.queue import iso
+from mindfile.errors import ConfigError, InvalidInputError
+from mindfile.jobs import JobPolicy, queue_status
+from mindfile.jobs.queue import iso
 
 from ._support import START, ControlledEmbedder, FakeClock, messages, open_store, status_counts
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-import engram
-from engram.errors import ConfigError, ConflictError, EngramError
+import mindfile
+from mindfile.errors import ConfigError, ConflictError, MindfileError
 
 from ._support import ControlledEmbedder, count, messages, open_store, status_counts
 
@@ -48,7 +48,7 @@ def test_a_failing_job_insert_writes_nothing(db_path: Path) -> None:
         )
         before = {t: count(mem, t) for t in ("sessions", "conversation_events", "chunks")}
         before["fts"] = count(mem, "chunks_fts_docsize")
-        with pytest.raises(EngramError, match="job queue refused"):
+        with pytest.raises(MindfileError, match="job queue refused"):
             mem.store_many([("s1", 1, "first new event"), ("s1", 2, "second new event")])
         after = {t: count(mem, t) for t in ("sessions", "conversation_events", "chunks")}
         after["fts"] = count(mem, "chunks_fts_docsize")
@@ -68,7 +68,7 @@ def test_a_stale_sequence_rolls_back_the_jobs_too(db_path: Path) -> None:
 
 def test_vectors_are_the_same_as_sync_mode(tmp_path: Path) -> None:
     events = messages(12)
-    with engram.open(tmp_path / "sync.db", embedder="hash:16") as sync:
+    with mindfile.open(tmp_path / "sync.db", embedder="hash:16") as sync:
         sync.store_many(events)
         expected = sync.db.query(
             "SELECT chunk_id, embedding_blob, embedding_model FROM chunks "
@@ -109,14 +109,14 @@ def test_notes_are_still_indexed_synchronously(db_path: Path) -> None:
 
 def test_unknown_indexing_mode_is_a_config_error(db_path: Path) -> None:
     with pytest.raises(ConfigError, match="indexing"):
-        engram.open(db_path, embedder="hash", indexing="later")  # type: ignore[arg-type]
+        mindfile.open(db_path, embedder="hash", indexing="later")  # type: ignore[arg-type]
     assert not db_path.exists()
 
 
 def test_background_mode_is_per_open_not_per_store(db_path: Path) -> None:
     with open_store(db_path) as bg:
         bg.store("s1", 1, "queued while in background mode")
-    with engram.open(db_path, embedder="hash:16") as sync:
+    with mindfile.open(db_path, embedder="hash:16") as sync:
         sync.store("s1", 2, "embedded at once in sync mode")
         assert status_counts(sync) == {"pending": 1}
         assert count(sync, "chunks_vec") == 1
@@ -127,11 +127,11 @@ def test_background_mode_is_per_open_not_per_store(db_path: Path) -> None:
 def test_the_jobs_module_is_documented_and_typed() -> None:
     import inspect
 
-    import engram.jobs
+    import mindfile.jobs
 
-    assert engram.jobs.__doc__
-    for name in engram.jobs.__all__:
-        value = getattr(engram.jobs, name)
+    assert mindfile.jobs.__doc__
+    for name in mindfile.jobs.__all__:
+        value = getattr(mindfile.jobs, name)
         if inspect.isclass(value) or inspect.isfunction(value):
             assert inspect.getdoc(value), name
     for method in (
@@ -142,13 +142,13 @@ def test_the_jobs_module_is_documented_and_typed() -> None:
         "prune_jobs",
         "reconcile",
     ):
-        assert inspect.getdoc(getattr(engram.Engram, method)), method
+        assert inspect.getdoc(getattr(mindfile.Mindfile, method)), method
 
 
 def test_the_module_example_runs() -> None:
     import doctest
 
-    import engram.jobs
+    import mindfile.jobs
 
-    result = doctest.testmod(engram.jobs)
+    result = doctest.testmod(mindfile.jobs)
     assert result.attempted > 0 and result.failed == 0

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import engram
+import mindfile
 
 API_KEY = "sk-test-SECRET-0123456789"
 
@@ -123,7 +123,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-def snapshot(mem: engram.Engram) -> dict[str, Any]:
+def snapshot(mem: mindfile.Mindfile) -> dict[str, Any]:
     """Every row a memory write can touch, for "nothing was stored" checks."""
     q = mem.db.query
     return {

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from engram.llm import OpenAICompatibleClient
+from mindfile.llm import OpenAICompatibleClient
 
 from ._server import API_KEY, FakeOpenAIServer
 

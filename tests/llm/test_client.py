@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-import engram
-from engram.errors import BackendUnavailableError, ConfigError, InvalidInputError, LLMError
-from engram.llm import (
+import mindfile
+from mindfile.errors import BackendUnavailableError, ConfigError, InvalidInputError, LLMError
+from mindfile.llm import (
     ChatClient,
     ChatResponse,
     OpenAICompatibleClient,
@@ -228,7 +228,7 @@ def test_the_key_is_never_in_repr_errors_or_logs(
     assert API_KEY not in repr(llm) and "api_key='***'" in repr(llm)
     echo = {"error": f"bad key {API_KEY}; header was 'Authorization: Bearer {API_KEY}'"}
     llm_server.script(Reply(status=500, body=echo), Reply(status=401, body=echo))
-    with caplog.at_level(logging.DEBUG, logger="engram.llm"), pytest.raises(LLMError) as info:
+    with caplog.at_level(logging.DEBUG, logger="mindfile.llm"), pytest.raises(LLMError) as info:
         llm.complete(MSGS)
     assert info.value.details["status"] == 401
     assert "***" in info.value.details["body"]
@@ -239,12 +239,12 @@ def test_the_key_is_never_in_repr_errors_or_logs(
 def test_key_from_the_environment(
     llm_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ENGRAM_LLM_API_KEY", "env-key")
+    monkeypatch.setenv("MINDFILE_LLM_API_KEY", "env-key")
     monkeypatch.setenv("OPENAI_API_KEY", "openai-key")
     llm_server.script(chat("a"), chat("b"))
     with make_client(llm_server) as client:
         client.complete(MSGS)
-    monkeypatch.delenv("ENGRAM_LLM_API_KEY")
+    monkeypatch.delenv("MINDFILE_LLM_API_KEY")
     with make_client(llm_server) as client:  # an OpenAI key is never sent to other hosts
         client.complete(MSGS)
     first, second = llm_server.requests
@@ -255,7 +255,7 @@ def test_key_from_the_environment(
 def test_an_empty_key_sends_none(
     llm_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ENGRAM_LLM_API_KEY", "env-key")
+    monkeypatch.setenv("MINDFILE_LLM_API_KEY", "env-key")
     llm_server.script(chat("a"))
     with make_client(llm_server, api_key="") as client:
         assert "api_key=None" in repr(client)
@@ -264,11 +264,11 @@ def test_an_empty_key_sends_none(
 
 
 def test_from_env(llm_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("ENGRAM_LLM_BASE_URL", raising=False)
+    monkeypatch.delenv("MINDFILE_LLM_BASE_URL", raising=False)
     with pytest.raises(ConfigError):
         OpenAICompatibleClient.from_env()
-    monkeypatch.setenv("ENGRAM_LLM_BASE_URL", llm_server.base_url + "/")
-    monkeypatch.setenv("ENGRAM_LLM_MODEL", "env-model")
+    monkeypatch.setenv("MINDFILE_LLM_BASE_URL", llm_server.base_url + "/")
+    monkeypatch.setenv("MINDFILE_LLM_MODEL", "env-model")
     llm_server.script(chat("a"))
     with OpenAICompatibleClient.from_env(timeout=1.0) as client:
         assert client.base_url == llm_server.base_url and client.timeout == 1.0
@@ -315,12 +315,12 @@ def test_bad_arguments_are_invalid_input(llm: OpenAICompatibleClient) -> None:
 
 def test_missing_httpx_is_a_helpful_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "httpx", None)
-    with pytest.raises(BackendUnavailableError, match=r"engram-memory\[llm\]"):
+    with pytest.raises(BackendUnavailableError, match=r"mindfile\[llm\]"):
         OpenAICompatibleClient("http://127.0.0.1:1/v1", model="m")
 
 
 def test_llm_error_is_in_the_error_tree() -> None:
-    assert issubclass(engram.LLMError, engram.EngramError)
+    assert issubclass(mindfile.LLMError, mindfile.MindfileError)
     assert (LLMError.code, LLMError.http_status, LLMError.exit_code) == ("llm", 502, 9)
 
 
@@ -396,10 +396,10 @@ def test_complete_json_works_with_any_chat_client() -> None:
 def test_the_package_surface_is_accurate_and_documented() -> None:
     import inspect
 
-    import engram.llm
+    import mindfile.llm
 
-    assert engram.llm.__doc__
-    for name in engram.llm.__all__:
-        value = getattr(engram.llm, name)
+    assert mindfile.llm.__doc__
+    for name in mindfile.llm.__all__:
+        value = getattr(mindfile.llm, name)
         if inspect.isclass(value) or inspect.isfunction(value):
             assert inspect.getdoc(value), name

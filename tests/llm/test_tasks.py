@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-import engram
-from engram.errors import InvalidInputError, LLMError
-from engram.llm import (
+import mindfile
+from mindfile.errors import InvalidInputError, LLMError
+from mindfile.llm import (
     CONDENSE_SCHEMA,
     EXTRACT_SCHEMA,
     NOTE_SOURCE,
@@ -24,8 +24,8 @@ from engram.llm import (
     llm_condenser,
     llm_merge,
 )
-from engram.memory import SECTION_HEADING, SUMMARY_PREFIX
-from engram.tokens import message_tokens
+from mindfile.memory import SECTION_HEADING, SUMMARY_PREFIX
+from mindfile.tokens import message_tokens
 
 from ._server import FakeOpenAIServer, Reply, chat, chat_json, snapshot
 
@@ -50,8 +50,8 @@ EXTRACTED = {
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[engram.Engram]:
-    with engram.open(tmp_path / "m.db", embedder="hash") as mem:
+def store(tmp_path: Path) -> Iterator[mindfile.Mindfile]:
+    with mindfile.open(tmp_path / "m.db", embedder="hash") as mem:
         yield mem
 
 
@@ -59,7 +59,7 @@ def store(tmp_path: Path) -> Iterator[engram.Engram]:
 
 
 def test_extract_facts_stores_searchable_facts_and_notes(
-    store: engram.Engram,
+    store: mindfile.Mindfile,
     llm: OpenAICompatibleClient,
     llm_server: FakeOpenAIServer,
     tmp_path: Path,
@@ -86,7 +86,7 @@ def test_extract_facts_stores_searchable_facts_and_notes(
 
     # Found again through the engine's own APIs, also after reopening the file.
     store.close()
-    with engram.open(tmp_path / "m.db") as mem:
+    with mindfile.open(tmp_path / "m.db") as mem:
         fact = mem.get_fact("u1", "location", "home_city")
         assert fact is not None and fact.value == "Lisbon"
         hits = mem.search_notes("memory:u1", "Rota Vicentina hike", facts_scope="u1")
@@ -97,7 +97,7 @@ def test_extract_facts_stores_searchable_facts_and_notes(
 
 
 def test_known_facts_are_shown_and_updates_keep_history(
-    store: engram.Engram, llm: OpenAICompatibleClient, llm_server: FakeOpenAIServer
+    store: mindfile.Mindfile, llm: OpenAICompatibleClient, llm_server: FakeOpenAIServer
 ) -> None:
     store.set_fact("u1", "location", "home_city", "Porto")
     update = {
@@ -115,7 +115,7 @@ def test_known_facts_are_shown_and_updates_keep_history(
 
 
 def test_extract_from_stored_records(
-    store: engram.Engram, llm: OpenAICompatibleClient, llm_server: FakeOpenAIServer
+    store: mindfile.Mindfile, llm: OpenAICompatibleClient, llm_server: FakeOpenAIServer
 ) -> None:
     for i, message in enumerate(CONVERSATION, start=1):
         store.store("run-2", i, message)
@@ -126,7 +126,7 @@ def test_extract_from_stored_records(
 
 
 def test_nothing_to_read_makes_no_call(
-    store: engram.Engram, llm: OpenAICompatibleClient, llm_server: FakeOpenAIServer
+    store: mindfile.Mindfile, llm: OpenAICompatibleClient, llm_server: FakeOpenAIServer
 ) -> None:
     result = extract_facts(store, llm, [{"role": "user", "content": "   "}], user_id="u1")
     assert result.to_dict() == {
@@ -153,7 +153,7 @@ def test_nothing_to_read_makes_no_call(
     ],
 )
 def test_a_failed_extraction_stores_nothing_and_is_recorded(
-    store: engram.Engram,
+    store: mindfile.Mindfile,
     llm: OpenAICompatibleClient,
     llm_server: FakeOpenAIServer,
     reply: Reply,
@@ -180,7 +180,7 @@ def test_a_failed_extraction_stores_nothing_and_is_recorded(
 
 
 def test_content_the_store_refuses_rolls_back_everything(
-    store: engram.Engram, llm: OpenAICompatibleClient, llm_server: FakeOpenAIServer
+    store: mindfile.Mindfile, llm: OpenAICompatibleClient, llm_server: FakeOpenAIServer
 ) -> None:
     """Both facts are valid and written before the lone surrogate in the note is seen:
     the whole transaction must roll back, and the vector index must not keep lost rows."""
@@ -201,9 +201,9 @@ def test_content_the_store_refuses_rolls_back_everything(
 
 
 def test_a_storage_failure_keeps_the_answer_and_raises_it(
-    store: engram.Engram, monkeypatch: pytest.MonkeyPatch
+    store: mindfile.Mindfile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engram.errors import EmbeddingError
+    from mindfile.errors import EmbeddingError
 
     client = ScriptedChatClient([json.dumps(EXTRACTED)])
 
@@ -220,7 +220,7 @@ def test_a_storage_failure_keeps_the_answer_and_raises_it(
     assert failure.raw_excerpt is not None and json.loads(failure.raw_excerpt) == EXTRACTED
 
 
-def test_any_chat_client_breaking_its_contract_is_recorded(store: engram.Engram) -> None:
+def test_any_chat_client_breaking_its_contract_is_recorded(store: mindfile.Mindfile) -> None:
     class Broken:
         def complete(self, messages: Any, **kwargs: Any) -> Any:
             raise RuntimeError("socket exploded")
@@ -231,7 +231,7 @@ def test_any_chat_client_breaking_its_contract_is_recorded(store: engram.Engram)
     assert list_llm_failures(store)[0].reason == "client_error"
 
 
-def test_bad_arguments_are_rejected_before_any_call(store: engram.Engram) -> None:
+def test_bad_arguments_are_rejected_before_any_call(store: mindfile.Mindfile) -> None:
     client = ScriptedChatClient([])
     bad: list[dict[str, Any]] = [{"user_id": ""}, {"user_id": "u1", "session_id": ""}]
     for kwargs in bad:
@@ -242,7 +242,7 @@ def test_bad_arguments_are_rejected_before_any_call(store: engram.Engram) -> Non
     assert client.calls == []
 
 
-def test_failure_log_can_be_purged(store: engram.Engram) -> None:
+def test_failure_log_can_be_purged(store: mindfile.Mindfile) -> None:
     for user in ("u1", "u2"):
         with pytest.raises(LLMError):
             extract_facts(store, ScriptedChatClient(["{"]), CONVERSATION, user_id=user)
@@ -260,7 +260,7 @@ def test_failure_log_can_be_purged(store: engram.Engram) -> None:
 S = "chat"
 
 
-def add_turns(mem: engram.Engram, count: int) -> int:
+def add_turns(mem: mindfile.Mindfile, count: int) -> int:
     for i in range(1, count + 1):
         role = "user" if i % 2 else "assistant"
         mem.store(S, i, {"role": role, "content": f"Turn {i} is about topic {i}. " * 8})
@@ -268,7 +268,7 @@ def add_turns(mem: engram.Engram, count: int) -> int:
 
 
 def test_llm_condenser_in_the_real_summarizer(
-    store: engram.Engram, llm: OpenAICompatibleClient, llm_server: FakeOpenAIServer
+    store: mindfile.Mindfile, llm: OpenAICompatibleClient, llm_server: FakeOpenAIServer
 ) -> None:
     cost = add_turns(store, 10)
     llm_server.default = chat_json({"bullets": ["user: talked about topic 1", "- assistant: ok"]})
@@ -289,7 +289,10 @@ def test_llm_condenser_in_the_real_summarizer(
     [chat("- user: talked about topic 1"), chat_json({"bullets": []}), Reply(status=503)],
 )
 def test_a_failing_condenser_leaves_the_summary_untouched(
-    store: engram.Engram, llm: OpenAICompatibleClient, llm_server: FakeOpenAIServer, reply: Reply
+    store: mindfile.Mindfile,
+    llm: OpenAICompatibleClient,
+    llm_server: FakeOpenAIServer,
+    reply: Reply,
 ) -> None:
     cost = add_turns(store, 10)
     llm_server.default = reply
@@ -303,7 +306,7 @@ def test_a_failing_condenser_leaves_the_summary_untouched(
 
 def test_condenser_skips_the_model_when_there_is_no_text() -> None:
     client = ScriptedChatClient([])
-    record = engram.MemoryRecord(S, 1, {"role": "user", "content": "  "}, "now")
+    record = mindfile.MemoryRecord(S, 1, {"role": "user", "content": "  "}, "now")
     assert llm_condenser(client)([record]) == ""
     assert client.calls == []
     with pytest.raises(InvalidInputError):
@@ -334,14 +337,14 @@ def test_llm_merge_without_a_call_and_bad_input() -> None:
 
 
 @pytest.mark.parametrize("content", ['{"text": ""}', '{"merged": "x"}', "Lives in Lisbon."])
-def test_llm_merge_rejects_a_malformed_answer(store: engram.Engram, content: str) -> None:
+def test_llm_merge_rejects_a_malformed_answer(store: mindfile.Mindfile, content: str) -> None:
     merge = llm_merge(ScriptedChatClient([content]), failures=store)
     with pytest.raises(LLMError):
         merge(["a", "b"])
     assert list_llm_failures(store, task="merge")[0].raw_excerpt == content
 
 
-def test_an_unstorable_raw_answer_is_still_recorded(store: engram.Engram) -> None:
+def test_an_unstorable_raw_answer_is_still_recorded(store: mindfile.Mindfile) -> None:
     merge = llm_merge(ScriptedChatClient(["not json \ud800"]), failures=store)
     with pytest.raises(LLMError) as info:
         merge(["a", "b"])

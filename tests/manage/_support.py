@@ -7,7 +7,7 @@ from typing import Any
 
 from core._support import assert_consistent as assert_core_consistent
 
-import engram
+import mindfile
 
 SNAPSHOT_TABLES = {
     "conversation_events": "session_id, sequence",
@@ -20,14 +20,14 @@ SNAPSHOT_TABLES = {
 }
 
 
-def assert_consistent(mem: engram.Engram) -> None:
+def assert_consistent(mem: mindfile.Mindfile) -> None:
     """The core checks (integrity, one vector and FTS row per chunk) plus foreign keys:
     every ``event_chunks`` link points at a live chunk and a live event."""
     assert_core_consistent(mem)
     assert mem.db.query("PRAGMA foreign_key_check") == []
 
 
-def snapshot(mem: engram.Engram) -> dict[str, list[tuple[Any, ...]]]:
+def snapshot(mem: mindfile.Mindfile) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of the tables memory management touches, in a stable order."""
     return {
         table: [tuple(r) for r in mem.db.query(f"SELECT * FROM {table} ORDER BY {order}")]
@@ -44,14 +44,14 @@ def ago(**delta: float) -> str:
     return iso(datetime.now(UTC) - timedelta(**delta))
 
 
-def chunk_row(mem: engram.Engram, session_id: str, sequence: int) -> dict[str, Any]:
+def chunk_row(mem: mindfile.Mindfile, session_id: str, sequence: int) -> dict[str, Any]:
     """The (single) chunk linked to an event, as a dict of its management columns."""
     rows = chunk_rows(mem, session_id, sequence)
     assert len(rows) == 1, rows
     return rows[0]
 
 
-def chunk_rows(mem: engram.Engram, session_id: str, sequence: int) -> list[dict[str, Any]]:
+def chunk_rows(mem: mindfile.Mindfile, session_id: str, sequence: int) -> list[dict[str, Any]]:
     """The chunks linked to an event, with their management columns."""
     cols = (
         "id, chunk_id, chunk_text, importance, pinned, expires_at, consolidated_at, "
@@ -66,8 +66,8 @@ def chunk_rows(mem: engram.Engram, session_id: str, sequence: int) -> list[dict[
     return [dict(zip(names, r, strict=True)) for r in rows]
 
 
-def age_event(mem: engram.Engram, session_id: str, sequence: int, created_at: str) -> None:
-    """Backdate an event and its chunks (tests only: Engram never rewrites timestamps)."""
+def age_event(mem: mindfile.Mindfile, session_id: str, sequence: int, created_at: str) -> None:
+    """Backdate an event and its chunks (tests only: Mindfile never rewrites timestamps)."""
     with mem.db.atomic():
         mem.db.execute(
             "UPDATE conversation_events SET created_at = ? WHERE session_id = ? AND sequence = ?",
@@ -80,7 +80,7 @@ def age_event(mem: engram.Engram, session_id: str, sequence: int, created_at: st
         )
 
 
-def expire_event(mem: engram.Engram, session_id: str, sequence: int) -> None:
+def expire_event(mem: mindfile.Mindfile, session_id: str, sequence: int) -> None:
     """Move an event's expiry into the past (as if its TTL had run out)."""
     mem.db.execute(
         "UPDATE chunks SET expires_at = ? WHERE id IN (SELECT chunk_rowid FROM event_chunks "
@@ -89,5 +89,5 @@ def expire_event(mem: engram.Engram, session_id: str, sequence: int) -> None:
     )
 
 
-def live_sequences(mem: engram.Engram, session_id: str) -> list[int]:
+def live_sequences(mem: mindfile.Mindfile, session_id: str) -> list[int]:
     return [r.sequence for r in mem.recall(session_id)]

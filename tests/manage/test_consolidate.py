@@ -7,22 +7,22 @@ from datetime import timedelta
 
 import pytest
 
-import engram
-from engram.errors import InvalidInputError
-from engram.memory import notes_session
-from engram.types import MemoryRecord
+import mindfile
+from mindfile.errors import InvalidInputError
+from mindfile.memory import notes_session
+from mindfile.types import MemoryRecord
 
 from ._support import age_event, ago, assert_consistent, chunk_row, chunk_rows, snapshot
 
 
-def chunk_texts(mem: engram.Engram, session_id: str) -> list[str]:
+def chunk_texts(mem: mindfile.Mindfile, session_id: str) -> list[str]:
     rows = mem.db.query(
         "SELECT chunk_text FROM chunks WHERE session_id = ? ORDER BY id", (session_id,)
     )
     return [r[0] for r in rows]
 
 
-def test_exact_meaning_duplicates_merge_into_the_earliest(mem: engram.Engram) -> None:
+def test_exact_meaning_duplicates_merge_into_the_earliest(mem: mindfile.Mindfile) -> None:
     # The hash embedder gives texts differing only in case and spacing the same vector.
     mem.store("s", 1, {"role": "user", "content": "I moved to Lisbon"}, tags=["home"])
     mem.store("s", 2, {"role": "assistant", "content": "noted"})
@@ -59,7 +59,7 @@ def test_exact_meaning_duplicates_merge_into_the_earliest(mem: engram.Engram) ->
     assert_consistent(mem)
 
 
-def test_consolidation_is_idempotent(mem: engram.Engram) -> None:
+def test_consolidation_is_idempotent(mem: mindfile.Mindfile) -> None:
     for seq, text in enumerate(["Alpha beta", "alpha BETA", "gamma", "Gamma", "delta"], start=1):
         mem.store("s", seq, {"role": "user", "content": text})
     for seq in range(1, 6):
@@ -74,7 +74,7 @@ def test_consolidation_is_idempotent(mem: engram.Engram) -> None:
     assert_consistent(mem)
 
 
-def test_pinned_chunks_are_never_merged_away(mem: engram.Engram) -> None:
+def test_pinned_chunks_are_never_merged_away(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, "Keep this exact wording")
     mem.store("s", 2, "keep this EXACT wording")
     mem.store("s", 3, "KEEP this exact wording")
@@ -89,7 +89,7 @@ def test_pinned_chunks_are_never_merged_away(mem: engram.Engram) -> None:
     assert mem.consolidate(older_than=None).merged_chunks == 0  # two pinned: both stay
 
 
-def test_notes_and_facts_are_not_merged(mem: engram.Engram) -> None:
+def test_notes_and_facts_are_not_merged(mem: mindfile.Mindfile) -> None:
     ns = notes_session("ann")
     mem.store_note(ns, "n1", "Ann likes green tea")
     mem.store_note(ns, "n2", "ann likes GREEN tea")
@@ -101,7 +101,7 @@ def test_notes_and_facts_are_not_merged(mem: engram.Engram) -> None:
 
 
 def test_semantic_near_duplicates_merge_with_the_default_model(
-    mem_static: engram.Engram,
+    mem_static: mindfile.Mindfile,
 ) -> None:
     mem = mem_static
     mem.store("s", 1, {"role": "user", "content": "My sister lives in Lisbon, Portugal."})
@@ -124,7 +124,7 @@ def test_semantic_near_duplicates_merge_with_the_default_model(
     assert_consistent(mem)
 
 
-def conversation(mem: engram.Engram, n: int, *, old: int) -> None:
+def conversation(mem: mindfile.Mindfile, n: int, *, old: int) -> None:
     """``n`` turns in session ``s``; the first ``old`` of them 30 days old."""
     for seq in range(1, n + 1):
         role = "user" if seq % 2 else "assistant"
@@ -133,7 +133,7 @@ def conversation(mem: engram.Engram, n: int, *, old: int) -> None:
         age_event(mem, "s", seq, ago(days=30))
 
 
-def test_old_spans_are_condensed_into_linked_summary_chunks(mem: engram.Engram) -> None:
+def test_old_spans_are_condensed_into_linked_summary_chunks(mem: mindfile.Mindfile) -> None:
     conversation(mem, 12, old=10)
     mem.pin("s", 6)  # a pinned event breaks a span and is never summarized
     report = mem.consolidate(max_span=4, similarity=None)
@@ -165,7 +165,7 @@ def test_old_spans_are_condensed_into_linked_summary_chunks(mem: engram.Engram) 
     assert snapshot(mem) == again
 
 
-def test_a_custom_condenser_and_dropping_originals(mem: engram.Engram) -> None:
+def test_a_custom_condenser_and_dropping_originals(mem: mindfile.Mindfile) -> None:
     conversation(mem, 6, old=6)
     mem.store("t", 1, "Turn 1 talks about topic 1.")  # same text in another session
     seen: list[list[int]] = []
@@ -190,7 +190,7 @@ def test_a_custom_condenser_and_dropping_originals(mem: engram.Engram) -> None:
     assert mem.consolidate(session_id="s", condenser=condenser).summaries == 0
 
 
-def test_a_failing_condenser_writes_nothing(mem: engram.Engram) -> None:
+def test_a_failing_condenser_writes_nothing(mem: mindfile.Mindfile) -> None:
     conversation(mem, 4, old=4)
     mem.store("s", 5, "turn 1 TALKS about topic 1.")  # a duplicate the merge would fold
     before = snapshot(mem)
@@ -205,7 +205,7 @@ def test_a_failing_condenser_writes_nothing(mem: engram.Engram) -> None:
     assert snapshot(mem) == before
 
 
-def test_scope_and_argument_validation(mem: engram.Engram) -> None:
+def test_scope_and_argument_validation(mem: mindfile.Mindfile) -> None:
     mem.store("a1", 1, "Same words here", agent_identity="bot")
     mem.store("a1", 2, "same WORDS here", agent_identity="bot")
     mem.store("b1", 1, "Same words here")
@@ -232,9 +232,9 @@ def test_scope_and_argument_validation(mem: engram.Engram) -> None:
 
 
 def test_changes_between_planning_and_writing_skip_instead_of_half_applying(
-    mem: engram.Engram, monkeypatch: pytest.MonkeyPatch
+    mem: mindfile.Mindfile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engram.manage import consolidate as module
+    from mindfile.manage import consolidate as module
 
     conversation(mem, 4, old=4)
     mem.store("s", 5, "turn 1 TALKS about topic 1.")

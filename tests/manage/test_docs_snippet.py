@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import engram
+import mindfile
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "memory-management.md"
 
@@ -17,7 +17,7 @@ def test_the_quick_start_snippet_runs(tmp_path: Path, monkeypatch: pytest.Monkey
     assert match is not None
     monkeypatch.chdir(tmp_path)  # the snippet writes ./agent.db
     exec(compile(match.group(1), str(DOC), "exec"), {"__name__": "__snippet__"})
-    with engram.open(tmp_path / "agent.db") as mem:
+    with mindfile.open(tmp_path / "agent.db") as mem:
         assert mem.get_quota("agent:planner") is not None
         assert mem.db.scalar("SELECT pinned FROM chunks WHERE chunk_text LIKE '%passport%'") == 1
         assert mem.db.scalar("SELECT access_count FROM chunks WHERE pinned = 1") == 1

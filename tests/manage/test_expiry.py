@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import engram
-from engram.errors import InvalidInputError
-from engram.memory import notes_session
+import mindfile
+from mindfile.errors import InvalidInputError
+from mindfile.memory import notes_session
 
 from ._support import (
     age_event,
@@ -26,11 +26,11 @@ from ._support import (
 MODES = ("hybrid", "vector", "fts")
 
 
-def texts(results: list[engram.SearchHit]) -> list[str]:
+def texts(results: list[mindfile.SearchHit]) -> list[str]:
     return [h.text for h in results]
 
 
-def test_ttl_sets_expires_at(mem: engram.Engram) -> None:
+def test_ttl_sets_expires_at(mem: mindfile.Mindfile) -> None:
     before = datetime.now(UTC)
     mem.store("s", 1, "short lived", ttl=60)
     mem.store("s", 2, "also short lived", ttl=timedelta(hours=1))
@@ -43,7 +43,7 @@ def test_ttl_sets_expires_at(mem: engram.Engram) -> None:
 
 
 @pytest.mark.parametrize("bad", [0, -5, math.nan, math.inf, "60", True, timedelta(0), 1e13])
-def test_bad_ttls_are_refused_and_nothing_is_written(mem: engram.Engram, bad: object) -> None:
+def test_bad_ttls_are_refused_and_nothing_is_written(mem: mindfile.Mindfile, bad: object) -> None:
     before = snapshot(mem)
     with pytest.raises(InvalidInputError):
         mem.store("s", 1, "x", ttl=bad)  # type: ignore[arg-type]
@@ -57,7 +57,7 @@ def test_bad_ttls_are_refused_and_nothing_is_written(mem: engram.Engram, bad: ob
 def test_expired_items_are_hidden_from_every_search_mode(
     tmp_path: Path, index: str, lexical: str
 ) -> None:
-    with engram.open(
+    with mindfile.open(
         tmp_path / "m.db", embedder="hash", vector_index=index, lexical_index=lexical
     ) as mem:
         mem.store("s", 1, "the door code is 4711", ttl=0.05, tags=["secret"])
@@ -85,7 +85,7 @@ def test_expired_items_are_hidden_from_every_search_mode(
         assert_consistent(mem)
 
 
-def test_shared_chunk_expires_only_when_every_holder_has(mem: engram.Engram) -> None:
+def test_shared_chunk_expires_only_when_every_holder_has(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, "ok", ttl=0.05)
     mem.store("s", 2, "ok")  # same text, no TTL: the shared chunk must stay
     time.sleep(0.1)
@@ -97,7 +97,7 @@ def test_shared_chunk_expires_only_when_every_holder_has(mem: engram.Engram) -> 
     assert chunk_row(mem, "u", 1)["expires_at"] > ago(seconds=-7100)
 
 
-def test_hidden_items_do_not_crowd_out_live_ones(mem: engram.Engram) -> None:
+def test_hidden_items_do_not_crowd_out_live_ones(mem: mindfile.Mindfile) -> None:
     for i in range(80):
         mem.store("s", i, f"budget report draft {i}", ttl=0.05)
     mem.store("s", 100, "budget report final")
@@ -108,7 +108,7 @@ def test_hidden_items_do_not_crowd_out_live_ones(mem: engram.Engram) -> None:
         assert sorted(got) == ["budget report approved", "budget report final"], mode
 
 
-def test_sweep_deletes_expired_chunks_and_emptied_events(mem: engram.Engram) -> None:
+def test_sweep_deletes_expired_chunks_and_emptied_events(mem: mindfile.Mindfile) -> None:
     ns = notes_session("ann")
     mem.store("s", 1, "keep me")
     mem.store("s", 2, "drop me", ttl=0.05)
@@ -133,7 +133,7 @@ def test_sweep_deletes_expired_chunks_and_emptied_events(mem: engram.Engram) -> 
 
 
 def test_sweep_now_is_explicit_and_one_chunk_of_many_keeps_its_event(
-    mem: engram.Engram,
+    mem: mindfile.Mindfile,
 ) -> None:
     mem.store("s", 1, "hello", ttl=3600)
     mem.store("s", 2, "hello again", ttl=3600)
@@ -146,7 +146,7 @@ def test_sweep_now_is_explicit_and_one_chunk_of_many_keeps_its_event(
         mem.sweep_expired(now="yesterday")
 
 
-def test_sweep_clears_neighbour_context_quoting_deleted_text(mem: engram.Engram) -> None:
+def test_sweep_clears_neighbour_context_quoting_deleted_text(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, "the vault combination is zebra")
     mem.store("s", 2, "secret stuff about the zeppelin", ttl=0.05)
     mem.store("s", 3, "nothing to see here")
@@ -163,7 +163,7 @@ def test_sweep_clears_neighbour_context_quoting_deleted_text(mem: engram.Engram)
     assert_consistent(mem)
 
 
-def test_decay_policy_round_trip_and_validation(mem: engram.Engram) -> None:
+def test_decay_policy_round_trip_and_validation(mem: mindfile.Mindfile) -> None:
     assert mem.get_decay_policy().half_life_seconds is None
     policy = mem.set_decay_policy(half_life=timedelta(days=1), floor=0.2)
     assert (policy.half_life_seconds, policy.floor) == (86400.0, 0.2)
@@ -179,7 +179,7 @@ def test_decay_policy_round_trip_and_validation(mem: engram.Engram) -> None:
     assert mem.set_decay_policy(half_life=None).half_life_seconds is None
 
 
-def test_sweep_drops_items_decayed_below_the_floor(mem: engram.Engram) -> None:
+def test_sweep_drops_items_decayed_below_the_floor(mem: mindfile.Mindfile) -> None:
     mem.set_decay_policy(half_life=timedelta(days=1), floor=0.2)
     mem.store("s", 1, {"role": "user", "content": "old and ordinary"})  # 0.5 -> 0.125
     mem.store("s", 2, {"role": "user", "content": "old and important"}, importance=0.9)  # 0.225
@@ -196,7 +196,7 @@ def test_sweep_drops_items_decayed_below_the_floor(mem: engram.Engram) -> None:
     assert_consistent(mem)
 
 
-def test_decay_without_a_floor_deletes_nothing(mem: engram.Engram) -> None:
+def test_decay_without_a_floor_deletes_nothing(mem: mindfile.Mindfile) -> None:
     mem.set_decay_policy(half_life=60, floor=0.0)
     mem.store("s", 1, "ancient")
     age_event(mem, "s", 1, ago(days=365))
@@ -204,7 +204,7 @@ def test_decay_without_a_floor_deletes_nothing(mem: engram.Engram) -> None:
     assert live_sequences(mem, "s") == [1]
 
 
-def test_facts_are_never_swept(mem: engram.Engram) -> None:
+def test_facts_are_never_swept(mem: mindfile.Mindfile) -> None:
     mem.set_decay_policy(half_life=1, floor=0.5)
     mem.set_fact("ann", "home", "city", "Lisbon")
     mem.db.execute("UPDATE chunks SET created_at = ?", (ago(days=30),))
@@ -212,7 +212,7 @@ def test_facts_are_never_swept(mem: engram.Engram) -> None:
     assert [h.text for h in mem.search("Lisbon")] == ["home / city: Lisbon"]
 
 
-def test_expire_event_helper_hides_immediately(mem: engram.Engram) -> None:
+def test_expire_event_helper_hides_immediately(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, "visible until expired")
     assert texts(mem.search("visible", mode="fts"))
     expire_event(mem, "s", 1)

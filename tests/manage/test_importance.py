@@ -7,20 +7,20 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-import engram
-from engram.errors import InvalidInputError, NotFoundError
-from engram.manage import ROLE_IMPORTANCE, USE_BOOST, boosted, decayed, effective_importance
-from engram.memory import notes_session
-from engram.storage.db import Database
+import mindfile
+from mindfile.errors import InvalidInputError, NotFoundError
+from mindfile.manage import ROLE_IMPORTANCE, USE_BOOST, boosted, decayed, effective_importance
+from mindfile.memory import notes_session
+from mindfile.storage.db import Database
 
 from ._support import assert_consistent, chunk_row, chunk_rows, expire_event, snapshot
 
 
-def texts(hits: list[engram.SearchHit]) -> list[str]:
+def texts(hits: list[mindfile.SearchHit]) -> list[str]:
     return [h.text for h in hits]
 
 
-def test_role_defaults_are_the_seeds_table(mem: engram.Engram) -> None:
+def test_role_defaults_are_the_seeds_table(mem: mindfile.Mindfile) -> None:
     messages = [
         ({"role": "user", "content": "user says hello"}, 0.5),
         ({"role": "assistant", "content": "assistant answers"}, 0.5),
@@ -40,12 +40,12 @@ def test_role_defaults_are_the_seeds_table(mem: engram.Engram) -> None:
     assert_consistent(mem)
 
 
-def test_metadata_role_counts_like_the_payload_role(mem: engram.Engram) -> None:
+def test_metadata_role_counts_like_the_payload_role(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, "raw tool output", metadata={"role": "tool"})
     assert chunk_row(mem, "s", 1)["importance"] == 0.3
 
 
-def test_explicit_importance_overrides_the_role(mem: engram.Engram) -> None:
+def test_explicit_importance_overrides_the_role(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, {"role": "tool", "content": "critical tool output"}, importance=0.95)
     mem.store("s", 2, {"role": "user", "content": "never mind"}, importance=0)
     mem.store_many([("s", 3, "batch one"), ("s", 4, "batch two")], importance=0.7)
@@ -56,7 +56,7 @@ def test_explicit_importance_overrides_the_role(mem: engram.Engram) -> None:
 
 @pytest.mark.parametrize("bad", [-0.01, 1.01, math.nan, math.inf, "0.5", True, None])
 def test_invalid_importance_is_refused_and_nothing_is_written(
-    mem: engram.Engram, bad: object
+    mem: mindfile.Mindfile, bad: object
 ) -> None:
     before = snapshot(mem)
     with pytest.raises(InvalidInputError):
@@ -70,7 +70,7 @@ def test_invalid_importance_is_refused_and_nothing_is_written(
     assert snapshot(mem) == before
 
 
-def test_notes_default_to_half_and_take_an_explicit_value(mem: engram.Engram) -> None:
+def test_notes_default_to_half_and_take_an_explicit_value(mem: mindfile.Mindfile) -> None:
     ns = notes_session("ann")
     plain = mem.store_note(ns, "n1", "Ann prefers tea.")
     marked = mem.store_note(ns, "n2", "Ann is allergic to peanuts.", importance=0.9)
@@ -78,7 +78,7 @@ def test_notes_default_to_half_and_take_an_explicit_value(mem: engram.Engram) ->
     assert chunk_row(mem, ns, marked.sequence)["importance"] == 0.9
 
 
-def test_a_shared_chunk_keeps_the_highest_importance(mem: engram.Engram) -> None:
+def test_a_shared_chunk_keeps_the_highest_importance(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, {"role": "tool", "content": "ok"})
     mem.store("s", 2, {"role": "user", "content": "ok"})
     mem.store("s", 3, {"role": "system", "content": "ok"})
@@ -88,7 +88,7 @@ def test_a_shared_chunk_keeps_the_highest_importance(mem: engram.Engram) -> None
     assert [r["id"] for r in chunk_rows(mem, "s", 1)] == [r["id"] for r in chunk_rows(mem, "s", 3)]
 
 
-def test_mark_important_sets_every_chunk_of_the_event(mem: engram.Engram) -> None:
+def test_mark_important_sets_every_chunk_of_the_event(mem: mindfile.Mindfile) -> None:
     long_text = " ".join(f"Sentence number {i} about the migration plan." for i in range(40))
     mem.store("s", 1, {"role": "tool", "content": long_text})
     mem.store("s", 2, {"role": "user", "content": "unrelated"})
@@ -101,7 +101,7 @@ def test_mark_important_sets_every_chunk_of_the_event(mem: engram.Engram) -> Non
     assert {r["importance"] for r in chunk_rows(mem, "s", 1)} == {0.2}
 
 
-def test_marking_validates_and_reports_missing_targets(mem: engram.Engram) -> None:
+def test_marking_validates_and_reports_missing_targets(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, "hello")
     mem.store("s", 2, {"role": "assistant", "content": "", "tool_calls": []})  # no text
     with pytest.raises(NotFoundError):
@@ -117,7 +117,7 @@ def test_marking_validates_and_reports_missing_targets(mem: engram.Engram) -> No
         mem.pin_note(notes_session("ann"), "missing")
 
 
-def test_pin_and_unpin_events_and_notes(mem: engram.Engram) -> None:
+def test_pin_and_unpin_events_and_notes(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, "keep this forever")
     assert mem.pin("s", 1) == 1
     assert chunk_row(mem, "s", 1)["pinned"] == 1
@@ -133,7 +133,7 @@ def test_pin_and_unpin_events_and_notes(mem: engram.Engram) -> None:
     assert chunk_row(mem, ns, note.sequence)["pinned"] == 0
 
 
-def test_a_replaced_note_keeps_its_pin_importance_and_use(mem: engram.Engram) -> None:
+def test_a_replaced_note_keeps_its_pin_importance_and_use(mem: mindfile.Mindfile) -> None:
     ns = notes_session("ann")
     mem.store_note(ns, "n1", "Ann lives in Lisbon.", importance=0.8)
     mem.pin_note(ns, "n1")
@@ -149,7 +149,7 @@ def test_a_replaced_note_keeps_its_pin_importance_and_use(mem: engram.Engram) ->
     assert_consistent(mem)
 
 
-def test_record_use_applies_the_bounded_boost(mem: engram.Engram) -> None:
+def test_record_use_applies_the_bounded_boost(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, "the launch code is in the drawer")
     chunk_id = chunk_row(mem, "s", 1)["chunk_id"]
     expected = 0.5
@@ -172,7 +172,7 @@ def test_record_use_applies_the_bounded_boost(mem: engram.Engram) -> None:
     assert value <= 1.0
 
 
-def test_search_never_writes(mem: engram.Engram) -> None:
+def test_search_never_writes(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, "read paths stay read only")
     mem.store("s", 2, "this one has expired", ttl=3600)
     expire_event(mem, "s", 2)

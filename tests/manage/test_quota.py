@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engram
-from engram.errors import InvalidInputError, LimitExceededError
-from engram.manage.quota import scope_for
-from engram.memory import notes_session
+import mindfile
+from mindfile.errors import InvalidInputError, LimitExceededError
+from mindfile.manage.quota import scope_for
+from mindfile.memory import notes_session
 
 from ._support import (
     age_event,
@@ -27,11 +27,11 @@ from ._support import (
 AGENT = "agent:planner"
 
 
-def store(mem: engram.Engram, session: str, seq: int, text: str, **kwargs: object) -> None:
+def store(mem: mindfile.Mindfile, session: str, seq: int, text: str, **kwargs: object) -> None:
     mem.store(session, seq, {"role": "user", "content": text}, agent_identity="planner", **kwargs)  # type: ignore[arg-type]
 
 
-def test_scope_of_a_session(mem: engram.Engram) -> None:
+def test_scope_of_a_session(mem: mindfile.Mindfile) -> None:
     mem.store("chat-1", 1, "hi", agent_identity="planner")
     mem.store("chat-2", 1, "hi")
     mem.store_note(notes_session("ann"), "n1", "a note")
@@ -41,13 +41,13 @@ def test_scope_of_a_session(mem: engram.Engram) -> None:
     assert mem.quota_scope("never-seen") == "session:never-seen"
     assert scope_for("memory:", None) == "session:memory:"
     # The SQL twin agrees with the Python rule for every stored session.
-    from engram.manage.quota import scope_sql
+    from mindfile.manage.quota import scope_sql
 
     rows = mem.db.query(f"SELECT session_id, agent_identity, {scope_sql()} FROM sessions")
     assert all(scope_for(sid, agent) == scope for sid, agent, scope in rows)
 
 
-def test_quota_crud_and_validation(mem: engram.Engram) -> None:
+def test_quota_crud_and_validation(mem: mindfile.Mindfile) -> None:
     assert mem.get_quota(AGENT) is None
     quota = mem.set_quota(AGENT, max_items=10)
     assert (quota.max_items, quota.max_bytes, quota.policy) == (10, None, "evict")
@@ -73,7 +73,7 @@ def test_quota_crud_and_validation(mem: engram.Engram) -> None:
     assert mem.get_quota(AGENT) is None
 
 
-def test_usage_counts_chunks_text_and_payload_bytes(mem: engram.Engram) -> None:
+def test_usage_counts_chunks_text_and_payload_bytes(mem: mindfile.Mindfile) -> None:
     store(mem, "c1", 1, "héllo")
     store(mem, "c2", 1, "world")
     mem.set_fact("planner", "k", "v", "facts are not counted")
@@ -86,7 +86,7 @@ def test_usage_counts_chunks_text_and_payload_bytes(mem: engram.Engram) -> None:
     assert usage.expired_items == 0 and usage.quota is None
 
 
-def test_fail_policy_rejects_the_write_and_writes_nothing(mem: engram.Engram) -> None:
+def test_fail_policy_rejects_the_write_and_writes_nothing(mem: mindfile.Mindfile) -> None:
     mem.set_quota(AGENT, max_items=2, policy="fail")
     store(mem, "c1", 1, "first")
     store(mem, "c2", 1, "second")  # another session of the same agent
@@ -104,7 +104,7 @@ def test_fail_policy_rejects_the_write_and_writes_nothing(mem: engram.Engram) ->
     assert_consistent(mem)
 
 
-def test_fail_policy_on_bytes_and_for_a_users_notes(mem: engram.Engram) -> None:
+def test_fail_policy_on_bytes_and_for_a_users_notes(mem: mindfile.Mindfile) -> None:
     ns = notes_session("ann")
     mem.set_quota("user:ann", max_bytes=400, policy="fail")
     mem.store_note(ns, "n1", "short")
@@ -115,7 +115,7 @@ def test_fail_policy_on_bytes_and_for_a_users_notes(mem: engram.Engram) -> None:
     assert [n.note_id for n in mem.list_notes(ns)] == ["n1"]
 
 
-def test_the_error_mentions_expired_items_under_fail(mem: engram.Engram) -> None:
+def test_the_error_mentions_expired_items_under_fail(mem: mindfile.Mindfile) -> None:
     mem.set_quota(AGENT, max_items=1, policy="fail")
     store(mem, "c1", 1, "old")
     expire_event(mem, "c1", 1)
@@ -127,7 +127,7 @@ def test_the_error_mentions_expired_items_under_fail(mem: engram.Engram) -> None
 
 
 def test_eviction_order_expired_then_lowest_importance_then_oldest(
-    mem: engram.Engram,
+    mem: mindfile.Mindfile,
 ) -> None:
     store(mem, "c1", 1, "important and oldest", importance=0.9)
     store(mem, "c1", 2, "expired though important", importance=0.95, ttl=3600)
@@ -174,7 +174,7 @@ def test_eviction_order_expired_then_lowest_importance_then_oldest(
     assert "pinned and trivial" in {r.payload["content"] for r in mem.recall("c2")}
 
 
-def test_oldest_breaks_importance_ties(mem: engram.Engram) -> None:
+def test_oldest_breaks_importance_ties(mem: mindfile.Mindfile) -> None:
     for seq in (1, 2, 3):
         store(mem, "c1", seq, f"same importance {seq}")
     mem.set_quota(AGENT, max_items=3)
@@ -182,7 +182,7 @@ def test_oldest_breaks_importance_ties(mem: engram.Engram) -> None:
     assert live_sequences(mem, "c1") == [2, 3, 4]
 
 
-def test_eviction_fails_when_only_pinned_or_new_items_are_left(mem: engram.Engram) -> None:
+def test_eviction_fails_when_only_pinned_or_new_items_are_left(mem: mindfile.Mindfile) -> None:
     store(mem, "c1", 1, "pinned one")
     mem.pin("c1", 1)
     mem.set_quota(AGENT, max_items=1)
@@ -199,7 +199,7 @@ def test_eviction_fails_when_only_pinned_or_new_items_are_left(mem: engram.Engra
     assert live_sequences(mem, "c1") == [1]
 
 
-def test_evicting_by_bytes_frees_whole_events(mem: engram.Engram) -> None:
+def test_evicting_by_bytes_frees_whole_events(mem: mindfile.Mindfile) -> None:
     store(mem, "c1", 1, "a" * 300)
     store(mem, "c1", 2, "b" * 300)
     usage = mem.quota_usage(AGENT)
@@ -210,7 +210,7 @@ def test_evicting_by_bytes_frees_whole_events(mem: engram.Engram) -> None:
     assert_consistent(mem)
 
 
-def test_a_long_message_is_several_items_evicted_oldest_chunk_first(mem: engram.Engram) -> None:
+def test_a_long_message_is_several_items_evicted_oldest_chunk_first(mem: mindfile.Mindfile) -> None:
     long_text = " ".join(f"Paragraph {i} of the design document." for i in range(40))
     store(mem, "c1", 1, long_text)
     n = mem.quota_usage(AGENT).items
@@ -224,7 +224,7 @@ def test_a_long_message_is_several_items_evicted_oldest_chunk_first(mem: engram.
     assert_consistent(mem)
 
 
-def test_notes_and_messages_in_a_user_scope_evict_each_other(mem: engram.Engram) -> None:
+def test_notes_and_messages_in_a_user_scope_evict_each_other(mem: mindfile.Mindfile) -> None:
     ns = notes_session("ann")
     mem.set_quota("user:ann", max_items=2)
     mem.store_note(ns, "n1", "first note", importance=0.1)
@@ -251,7 +251,7 @@ def test_eviction_matches_a_model(
     limit: int,
 ) -> None:
     path = tmp_path_factory.mktemp("model") / "m.db"
-    with engram.open(path, embedder="hash") as mem:
+    with mindfile.open(path, embedder="hash") as mem:
         mem.set_quota(AGENT, max_items=limit)
         model: list[dict[str, object]] = []  # live items in write order
         for seq, (importance, expire, pin) in enumerate(steps, start=1):
@@ -279,7 +279,7 @@ def test_eviction_matches_a_model(
         assert_consistent(mem)
 
 
-def test_eviction_compares_decayed_importance(mem: engram.Engram) -> None:
+def test_eviction_compares_decayed_importance(mem: mindfile.Mindfile) -> None:
     store(mem, "c1", 1, "was important, long ago", importance=0.8)  # 0.8 -> 0.1 after 3 days
     store(mem, "c1", 2, "mildly important, fresh", importance=0.3)
     age_event(mem, "c1", 1, ago(days=3))
@@ -291,9 +291,9 @@ def test_eviction_compares_decayed_importance(mem: engram.Engram) -> None:
     assert live_sequences(mem, "c1") == [3, 4]
 
 
-def test_the_sql_decay_matches_the_python_formula(mem: engram.Engram) -> None:
-    from engram.manage.importance import decayed
-    from engram.manage.quota import DECAYED_IMPORTANCE
+def test_the_sql_decay_matches_the_python_formula(mem: mindfile.Mindfile) -> None:
+    from mindfile.manage.importance import decayed
+    from mindfile.manage.quota import DECAYED_IMPORTANCE
 
     store(mem, "c1", 1, "x", importance=0.8)
     now = datetime.now(UTC)

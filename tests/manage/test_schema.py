@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import engram
-from engram.storage.db import Database
-from engram.storage.migrations import apply_migrations, load_migrations
+import mindfile
+from mindfile.storage.db import Database
+from mindfile.storage.migrations import apply_migrations, load_migrations
 
 from ._support import assert_consistent
 
 
-def links(mem_or_db: engram.Engram | Database) -> set[tuple[str, int, int]]:
-    db = mem_or_db.db if isinstance(mem_or_db, engram.Engram) else mem_or_db
+def links(mem_or_db: mindfile.Mindfile | Database) -> set[tuple[str, int, int]]:
+    db = mem_or_db.db if isinstance(mem_or_db, mindfile.Mindfile) else mem_or_db
     return {
         (str(s), int(q), int(c))
         for s, q, c in db.query("SELECT session_id, sequence, chunk_rowid FROM event_chunks")
     }
 
 
-def test_every_write_path_links_its_chunks(mem: engram.Engram) -> None:
+def test_every_write_path_links_its_chunks(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, "hello")
     mem.store("s", 2, "world")
     mem.store("s", 3, "hello")  # dedup: the first chunk now holds events 1 and 3

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-import engram
-from engram.embed import HashEmbedder
+import mindfile
+from mindfile.embed import HashEmbedder
 
 
 class FlakyEmbedder:
@@ -45,7 +45,7 @@ class FlakyEmbedder:
         return self.inner.embed_query(text)
 
 
-def snapshot(mem: engram.Engram) -> dict[str, Any]:
+def snapshot(mem: mindfile.Mindfile) -> dict[str, Any]:
     """Every row an agent-memory write can touch, for before/after comparisons."""
     q = mem.db.query
     return {
@@ -61,7 +61,7 @@ def snapshot(mem: engram.Engram) -> dict[str, Any]:
     }
 
 
-def fts_match(mem: engram.Engram, word: str) -> list[str]:
+def fts_match(mem: mindfile.Mindfile, word: str) -> list[str]:
     """Chunk texts the FTS index itself returns for one word (checks the index, not the table)."""
     rows = mem.db.query(
         "SELECT c.chunk_text FROM chunks_fts JOIN chunks AS c ON c.id = chunks_fts.rowid "
@@ -71,7 +71,7 @@ def fts_match(mem: engram.Engram, word: str) -> list[str]:
     return [str(r[0]) for r in rows]
 
 
-def assert_index_consistent(mem: engram.Engram) -> None:
+def assert_index_consistent(mem: mindfile.Mindfile) -> None:
     """SQLite and FTS integrity; exactly one vector and one FTS row per chunk."""
     assert mem.db.query("PRAGMA integrity_check") == [("ok",)]
     assert mem.db.query("PRAGMA foreign_key_check") == []

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import engram
+import mindfile
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_loop.py"
 
@@ -22,7 +22,7 @@ def test_example_runs_and_remembers(tmp_path: Path) -> None:
     assert "Remembering 'Alice is allergic to peanuts.'" in out
     assert "you live in Porto now (before: Lisbon)" in out
     assert "Rolling session summary: Recent condensed turns:" in out
-    with engram.open(db) as mem:
+    with mindfile.open(db) as mem:
         [note] = mem.list_notes("memory:alice")
         assert note.note_id.startswith("note-") and note.tags == ("health",)
         assert mem.get_fact("alice", "home", "city").value == "Porto"  # type: ignore[union-attr]

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-import engram
-from engram.errors import ConflictError, EmbeddingError, InvalidInputError, LimitExceededError
-from engram.memory import facts_session
+import mindfile
+from mindfile.errors import ConflictError, EmbeddingError, InvalidInputError, LimitExceededError
+from mindfile.memory import facts_session
 
 from ._support import FlakyEmbedder, assert_index_consistent, fts_match, snapshot
 
 
-def test_set_get_and_normalised_names(mem: engram.Engram) -> None:
+def test_set_get_and_normalised_names(mem: mindfile.Mindfile) -> None:
     fact = mem.set_fact("alice", "  Food ", "Favorite   Drink", "green tea", source="user")
     assert (fact.category, fact.key, fact.value, fact.source) == (
         "food",
@@ -28,7 +28,7 @@ def test_set_get_and_normalised_names(mem: engram.Engram) -> None:
     assert mem.db.scalar("SELECT count(*) FROM facts") == 1
 
 
-def test_keys_are_unique_per_scope_and_category(mem: engram.Engram) -> None:
+def test_keys_are_unique_per_scope_and_category(mem: mindfile.Mindfile) -> None:
     mem.set_fact("alice", "food", "drink", "tea")
     mem.set_fact("alice", "work", "drink", "coffee")
     mem.set_fact("bob", "food", "drink", "water")
@@ -45,7 +45,7 @@ def test_keys_are_unique_per_scope_and_category(mem: engram.Engram) -> None:
         )
 
 
-def test_setting_a_new_value_supersedes_and_keeps_history(mem: engram.Engram) -> None:
+def test_setting_a_new_value_supersedes_and_keeps_history(mem: mindfile.Mindfile) -> None:
     first = mem.set_fact("alice", "home", "city", "Lisbon", source="user")
     second = mem.set_fact("alice", "home", "city", "Porto")
     third = mem.set_fact("alice", "home", "city", "Braga")
@@ -62,7 +62,7 @@ def test_setting_a_new_value_supersedes_and_keeps_history(mem: engram.Engram) ->
     assert mem.get_fact("alice", "home", "city").value == "Braga"  # type: ignore[union-attr]
 
 
-def test_setting_the_same_value_is_a_no_op(mem: engram.Engram) -> None:
+def test_setting_the_same_value_is_a_no_op(mem: mindfile.Mindfile) -> None:
     fact = mem.set_fact("alice", "home", "city", "Lisbon")
     before = snapshot(mem)
     assert mem.set_fact("alice", "home", "city", "Lisbon") == fact
@@ -71,7 +71,7 @@ def test_setting_the_same_value_is_a_no_op(mem: engram.Engram) -> None:
     assert changed.source == "user" and len(mem.fact_history("alice", "home", "city")) == 1
 
 
-def test_delete_keeps_the_value_in_history_unless_purged(mem: engram.Engram) -> None:
+def test_delete_keeps_the_value_in_history_unless_purged(mem: mindfile.Mindfile) -> None:
     mem.set_fact("alice", "home", "city", "Lisbon")
     mem.set_fact("alice", "home", "city", "Porto")
     assert mem.delete_fact("alice", "home", "city") is True
@@ -87,7 +87,7 @@ def test_delete_keeps_the_value_in_history_unless_purged(mem: engram.Engram) -> 
     assert mem.db.scalar("SELECT count(*) FROM fact_history") == 0
 
 
-def test_facts_are_searchable_and_reindexed_atomically(mem: engram.Engram) -> None:
+def test_facts_are_searchable_and_reindexed_atomically(mem: mindfile.Mindfile) -> None:
     mem.set_fact("alice", "pets", "dog name", "Biscuit")
     mem.set_fact("alice", "home", "city", "Lisbon")
     session = facts_session("alice")
@@ -114,7 +114,7 @@ def test_facts_are_searchable_and_reindexed_atomically(mem: engram.Engram) -> No
     assert_index_consistent(mem)
 
 
-def test_long_values_span_several_chunks_and_are_all_replaced(mem: engram.Engram) -> None:
+def test_long_values_span_several_chunks_and_are_all_replaced(mem: mindfile.Mindfile) -> None:
     value = " ".join(f"Detail {i} of the allergy list." for i in range(60))
     mem.set_fact("alice", "health", "allergies", value)
     session = facts_session("alice")
@@ -126,7 +126,7 @@ def test_long_values_span_several_chunks_and_are_all_replaced(mem: engram.Engram
 
 def test_an_embedding_failure_leaves_the_fact_and_history_intact(db_path: Path) -> None:
     embedder = FlakyEmbedder()
-    with engram.open(db_path, embedder=embedder) as mem:
+    with mindfile.open(db_path, embedder=embedder) as mem:
         fact = mem.set_fact("alice", "home", "city", "Lisbon")
         before = snapshot(mem)
         embedder.fail = True
@@ -150,21 +150,23 @@ def test_an_embedding_failure_leaves_the_fact_and_history_intact(db_path: Path) 
         (("s", "c", "k", "bad \ud800"), InvalidInputError),
     ],
 )
-def test_bad_input_is_rejected(mem: engram.Engram, args: tuple[object, ...], error: type) -> None:
+def test_bad_input_is_rejected(
+    mem: mindfile.Mindfile, args: tuple[object, ...], error: type
+) -> None:
     with pytest.raises(error):
         mem.set_fact(*args)  # type: ignore[arg-type]
     assert mem.db.scalar("SELECT count(*) FROM facts") == 0
 
 
-def test_bad_source_is_rejected(mem: engram.Engram) -> None:
+def test_bad_source_is_rejected(mem: mindfile.Mindfile) -> None:
     with pytest.raises(InvalidInputError):
         mem.set_fact("alice", "c", "k", "v", source="robot")  # type: ignore[arg-type]
 
 
 def test_facts_persist_across_reopen(db_path: Path) -> None:
-    with engram.open(db_path, embedder="hash") as mem:
+    with mindfile.open(db_path, embedder="hash") as mem:
         mem.set_fact("alice", "home", "city", "Lisbon")
         mem.set_fact("alice", "home", "city", "Porto")
-    with engram.open(db_path) as mem:
+    with mindfile.open(db_path) as mem:
         assert mem.get_fact("alice", "home", "city").value == "Porto"  # type: ignore[union-attr]
         assert [v.value for v in mem.fact_history("alice", "home", "city")] == ["Lisbon"]

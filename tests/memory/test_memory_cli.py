@@ -1,4 +1,4 @@
-"""``engram notes|scratchpad|facts|summary`` in-process with click's CliRunner."""
+"""``mindfile notes|scratchpad|facts|summary`` in-process with click's CliRunner."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-import engram
-from engram.cli.memory import facts, notes, scratchpad, summary
+import mindfile
+from mindfile.cli.memory import facts, notes, scratchpad, summary
 
 
 @click.group()
@@ -26,9 +26,9 @@ for _group in (notes, scratchpad, facts, summary):
 
 @pytest.fixture
 def invoke(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("ENGRAM_DB", str(db_path))
-    monkeypatch.setenv("ENGRAM_EMBEDDER", "hash")
-    monkeypatch.delenv("ENGRAM_USER", raising=False)
+    monkeypatch.setenv("MINDFILE_DB", str(db_path))
+    monkeypatch.setenv("MINDFILE_EMBEDDER", "hash")
+    monkeypatch.delenv("MINDFILE_USER", raising=False)
     runner = CliRunner()
 
     def run(*args: str, code: int = 0, stdin: str | None = None) -> Result:
@@ -67,7 +67,7 @@ def test_notes_roundtrip(invoke: Any, db_path: Path) -> None:
     assert all(set(h) == {"kind", "note_id", "tags", "text", "score"} for h in hits)
     assert "Alice likes jazz." in invoke("notes", "list").stdout
     assert as_json(invoke("notes", "delete", "n2", "--json")) == {"note_id": "n2", "deleted": True}
-    with engram.open(db_path) as mem:
+    with mindfile.open(db_path) as mem:
         assert [n.note_id for n in mem.list_notes("memory:default")] == [note_id]
 
 
@@ -89,7 +89,7 @@ def test_notes_errors_and_exit_codes(invoke: Any, db_path: Path) -> None:
 def test_user_option_and_env(invoke: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     invoke("notes", "add", "bob's note", "--user", "bob", "--id", "b")
     assert as_json(invoke("notes", "list", "--json")) == []
-    monkeypatch.setenv("ENGRAM_USER", "bob")
+    monkeypatch.setenv("MINDFILE_USER", "bob")
     assert [n["note_id"] for n in as_json(invoke("notes", "list", "--json"))] == ["b"]
 
 
@@ -133,7 +133,7 @@ def test_facts_commands(invoke: Any) -> None:
 
 
 def test_summary_commands(invoke: Any, db_path: Path) -> None:
-    with engram.open(db_path, embedder="hash") as mem:
+    with mindfile.open(db_path, embedder="hash") as mem:
         for i in range(1, 11):
             mem.store("chat", i, {"role": "user", "content": f"Message {i}. " + "word " * 40})
     assert as_json(invoke("summary", "show", "chat", "--json", code=4))["error"] == "not_found"
@@ -144,9 +144,9 @@ def test_summary_commands(invoke: Any, db_path: Path) -> None:
     assert "Recent condensed turns:" in invoke("summary", "show", "chat").stdout
 
 
-@pytest.mark.skipif(importlib.util.find_spec("engram.cli.main") is None, reason="no main CLI")
+@pytest.mark.skipif(importlib.util.find_spec("mindfile.cli.main") is None, reason="no main CLI")
 def test_the_main_cli_mounts_the_groups() -> None:
-    from engram.cli.main import cli as main_cli
+    from mindfile.cli.main import cli as main_cli
 
     assert isinstance(main_cli, click.Group)
     for name in ("notes", "scratchpad", "facts", "summary"):

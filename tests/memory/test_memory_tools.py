@@ -1,4 +1,4 @@
-"""engram.tools: provider schemas, validation, dispatch results and structured errors."""
+"""mindfile.tools: provider schemas, validation, dispatch results and structured errors."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import engram
-from engram.errors import ConfigError, InvalidInputError
-from engram.tools import ToolContext, ToolSpec, dispatch, register_tools, tool_schemas
-from engram.tools import _dispatch as dispatch_module
+import mindfile
+from mindfile.errors import ConfigError, InvalidInputError
+from mindfile.tools import ToolContext, ToolSpec, dispatch, register_tools, tool_schemas
+from mindfile.tools import _dispatch as dispatch_module
 
 MEMORY_TOOL_NAMES = [
     "memory_save",
@@ -37,19 +37,21 @@ def clean_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dispatch_module, "_registered", [])
 
 
-def call(mem: engram.Engram, name: str, args: Any = None, user: str = "alice") -> dict[str, Any]:
+def call(
+    mem: mindfile.Mindfile, name: str, args: Any = None, user: str = "alice"
+) -> dict[str, Any]:
     out = dispatch(mem, name, args, user_id=user, session_id=f"chat-{user}")
     json.dumps(out)  # always JSON-serialisable
     return out
 
 
-def ok(mem: engram.Engram, name: str, args: Any = None, user: str = "alice") -> Any:
+def ok(mem: mindfile.Mindfile, name: str, args: Any = None, user: str = "alice") -> Any:
     out = call(mem, name, args, user)
     assert out["ok"] is True, out
     return out["result"]
 
 
-def err(mem: engram.Engram, name: str, args: Any = None, user: str = "alice") -> dict[str, str]:
+def err(mem: mindfile.Mindfile, name: str, args: Any = None, user: str = "alice") -> dict[str, str]:
     out = call(mem, name, args, user)
     assert out["ok"] is False, out
     assert set(out["error"]) == {"code", "message"}
@@ -93,7 +95,7 @@ def test_include_filters_and_orders() -> None:
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("engram.scheduler.tools") is None, reason="no scheduler"
+    importlib.util.find_spec("mindfile.scheduler.tools") is None, reason="no scheduler"
 )
 def test_scheduler_tools_are_included_when_present() -> None:
     names = {t["name"] for t in tool_schemas("anthropic")}
@@ -103,7 +105,7 @@ def test_scheduler_tools_are_included_when_present() -> None:
 # -- each tool ----------------------------------------------------------------------------
 
 
-def test_memory_save_search_update_delete(mem: engram.Engram) -> None:
+def test_memory_save_search_update_delete(mem: mindfile.Mindfile) -> None:
     saved = ok(mem, "memory_save", {"content": "Alice is allergic to peanuts.", "tags": ["Health"]})
     note_id = saved["note_id"]
     assert re.fullmatch(
@@ -131,7 +133,7 @@ def test_memory_save_search_update_delete(mem: engram.Engram) -> None:
     assert ok(mem, "memory_search", {"query": "peanuts"})["results"] == []
 
 
-def test_memory_search_includes_facts_but_not_other_users(mem: engram.Engram) -> None:
+def test_memory_search_includes_facts_but_not_other_users(mem: mindfile.Mindfile) -> None:
     ok(mem, "memory_save", {"content": "Bob's bike is blue."}, user="bob")
     ok(mem, "fact_set", {"category": "pets", "key": "cat", "value": "Miso"})
     results = ok(mem, "memory_search", {"query": "cat Miso bike", "top_k": 10})["results"]
@@ -139,7 +141,7 @@ def test_memory_search_includes_facts_but_not_other_users(mem: engram.Engram) ->
     assert results[0]["category"] == "pets" and results[0]["key"] == "cat"
 
 
-def test_scratchpad_tools(mem: engram.Engram) -> None:
+def test_scratchpad_tools(mem: mindfile.Mindfile) -> None:
     assert ok(mem, "scratchpad_read") == {"items": []}
     written = ok(mem, "scratchpad_write", {"items": ["goal: plan trip", "next: book hotel"]})
     assert written["items"] == ["goal: plan trip", "next: book hotel"]
@@ -155,7 +157,7 @@ def test_scratchpad_tools(mem: engram.Engram) -> None:
     assert ok(mem, "scratchpad_clear") == {"cleared": False}
 
 
-def test_fact_tools(mem: engram.Engram) -> None:
+def test_fact_tools(mem: mindfile.Mindfile) -> None:
     first = ok(mem, "fact_set", {"category": "home", "key": "city", "value": "Lisbon"})
     assert first["source"] == "agent"
     ok(mem, "fact_set", {"category": "home", "key": "city", "value": "Porto", "source": "user"})
@@ -180,7 +182,7 @@ def test_fact_tools(mem: engram.Engram) -> None:
 # -- errors -------------------------------------------------------------------------------
 
 
-def test_arguments_may_be_json_text(mem: engram.Engram) -> None:
+def test_arguments_may_be_json_text(mem: mindfile.Mindfile) -> None:
     saved = ok(mem, "memory_save", '{"content": "from a JSON string"}')
     assert saved["note_id"].startswith("note-")
     assert ok(mem, "scratchpad_read", "") == {"items": []}
@@ -218,14 +220,14 @@ def test_arguments_may_be_json_text(mem: engram.Engram) -> None:
     ],
 )
 def test_structured_errors(
-    mem: engram.Engram, name: Any, args: Any, code: str, fragment: str
+    mem: mindfile.Mindfile, name: Any, args: Any, code: str, fragment: str
 ) -> None:
     error = err(mem, name, args)
     assert error["code"] == code
     assert fragment in error["message"]
 
 
-def test_bad_context_is_an_error_not_an_exception(mem: engram.Engram) -> None:
+def test_bad_context_is_an_error_not_an_exception(mem: mindfile.Mindfile) -> None:
     out = dispatch(mem, "scratchpad_read", {}, user_id="", session_id="s")
     assert out["ok"] is False and out["error"]["code"] == "invalid_input"
     out = dispatch(mem, "scratchpad_read", {}, user_id="u", session_id=None)  # type: ignore[arg-type]
@@ -233,7 +235,7 @@ def test_bad_context_is_an_error_not_an_exception(mem: engram.Engram) -> None:
 
 
 def test_unexpected_failures_are_internal_errors_without_details(
-    mem: engram.Engram, caplog: pytest.LogCaptureFixture
+    mem: mindfile.Mindfile, caplog: pytest.LogCaptureFixture
 ) -> None:
     def boom(engine: Any, args: dict[str, Any], ctx: ToolContext) -> Any:
         raise RuntimeError("secret connection string postgres://u:pw@host")
@@ -251,7 +253,7 @@ def test_unexpected_failures_are_internal_errors_without_details(
 
 
 def test_closed_engine_is_a_storage_error(db_path: Any) -> None:
-    mem = engram.open(db_path, embedder="hash")
+    mem = mindfile.open(db_path, embedder="hash")
     mem.close()
     out = dispatch(mem, "scratchpad_read", {}, user_id="u", session_id="s")
     assert out["ok"] is False and out["error"]["code"] == "storage"
@@ -282,7 +284,7 @@ json_values = st.recursive(
         json_values,
     ),
 )
-def test_dispatch_never_raises(mem_memory: engram.Engram, name: str, args: Any) -> None:
+def test_dispatch_never_raises(mem_memory: mindfile.Mindfile, name: str, args: Any) -> None:
     out = dispatch(mem_memory, name, args, user_id="fuzz", session_id="fuzz-session")
     json.dumps(out)
     assert isinstance(out["ok"], bool)
@@ -293,7 +295,7 @@ def test_dispatch_never_raises(mem_memory: engram.Engram, name: str, args: Any) 
 # -- registration -------------------------------------------------------------------------
 
 
-def test_register_tools(mem: engram.Engram) -> None:
+def test_register_tools(mem: mindfile.Mindfile) -> None:
     def echo(engine: Any, args: dict[str, Any], ctx: ToolContext) -> Any:
         return {"said": args["text"], "user": ctx.user_id, "session": ctx.session_id}
 

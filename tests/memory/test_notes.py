@@ -7,22 +7,22 @@ from pathlib import Path
 
 import pytest
 
-import engram
-from engram.errors import (
+import mindfile
+from mindfile.errors import (
     ConflictError,
     EmbeddingError,
     InvalidInputError,
     LimitExceededError,
     NotFoundError,
 )
-from engram.memory import notes_session
+from mindfile.memory import notes_session
 
 from ._support import FlakyEmbedder, assert_index_consistent, fts_match, snapshot
 
 NS = "memory:alice"
 
 
-def chunk_meta(mem: engram.Engram, note_id: str) -> list[dict[str, object]]:
+def chunk_meta(mem: mindfile.Mindfile, note_id: str) -> list[dict[str, object]]:
     rows = mem.db.query(
         "SELECT metadata_json FROM chunks WHERE json_extract(metadata_json, '$.note_id') = ?",
         (note_id,),
@@ -36,7 +36,7 @@ def test_notes_session_is_the_per_user_namespace() -> None:
         notes_session("")
 
 
-def test_store_writes_an_event_and_chunks_with_the_seed_metadata(mem: engram.Engram) -> None:
+def test_store_writes_an_event_and_chunks_with_the_seed_metadata(mem: mindfile.Mindfile) -> None:
     note = mem.store_note(NS, "note-1", "Alice's dog is called Biscuit.", source="memory_save")
     assert note.note_id == "note-1" and note.session_id == NS
     assert note.created_at == note.updated_at
@@ -58,7 +58,9 @@ def test_store_writes_an_event_and_chunks_with_the_seed_metadata(mem: engram.Eng
     assert_index_consistent(mem)
 
 
-def test_long_notes_are_chunked_and_every_chunk_carries_the_metadata(mem: engram.Engram) -> None:
+def test_long_notes_are_chunked_and_every_chunk_carries_the_metadata(
+    mem: mindfile.Mindfile,
+) -> None:
     content = " ".join(f"Sentence number {i} about the garden project." for i in range(60))
     mem.store_note(NS, "long", content, tags=["garden"])
     metas = chunk_meta(mem, "long")
@@ -67,12 +69,12 @@ def test_long_notes_are_chunked_and_every_chunk_carries_the_metadata(mem: engram
     assert_index_consistent(mem)
 
 
-def test_timestamps_belong_to_the_backend(mem: engram.Engram) -> None:
+def test_timestamps_belong_to_the_backend(mem: mindfile.Mindfile) -> None:
     with pytest.raises(TypeError):
         mem.store_note(NS, "n", "text", created_at="1999-01-01")  # type: ignore[call-arg]
 
 
-def test_sequences_are_monotonic_even_after_deletes(mem: engram.Engram) -> None:
+def test_sequences_are_monotonic_even_after_deletes(mem: mindfile.Mindfile) -> None:
     a = mem.store_note(NS, "a", "first")
     b = mem.store_note(NS, "b", "second")
     assert b.sequence > a.sequence
@@ -81,14 +83,14 @@ def test_sequences_are_monotonic_even_after_deletes(mem: engram.Engram) -> None:
     assert c.sequence > b.sequence
 
 
-def test_tags_are_trimmed_lowercased_and_deduplicated(mem: engram.Engram) -> None:
+def test_tags_are_trimmed_lowercased_and_deduplicated(mem: mindfile.Mindfile) -> None:
     note = mem.store_note(NS, "n", "text", tags=["  Work ", "work", "URGENT", "Multi   Word"])
     assert note.tags == ("work", "urgent", "multi word")
     assert chunk_meta(mem, "n")[0]["tags"] == ["work", "urgent", "multi word"]
     assert mem.get_note(NS, "n").tags == note.tags  # type: ignore[union-attr]
 
 
-def test_tag_limits_are_inclusive(mem: engram.Engram) -> None:
+def test_tag_limits_are_inclusive(mem: mindfile.Mindfile) -> None:
     tags = [f"t{i}" for i in range(16)] + ["T0", " t1 "]  # 18 given, 16 after de-duplication
     assert len(mem.store_note(NS, "n", "text", tags=tags).tags) == 16
     assert mem.store_note(NS, "m", "text", tags=["x" * 64]).tags == ("x" * 64,)
@@ -100,7 +102,7 @@ def test_tag_limits_are_inclusive(mem: engram.Engram) -> None:
     ids=["17-tags", "65-char-tag"],
 )
 def test_over_limit_tags_are_an_error_and_nothing_is_written(
-    mem: engram.Engram, tags: list[str]
+    mem: mindfile.Mindfile, tags: list[str]
 ) -> None:
     mem.store_note(NS, "keep", "existing note", tags=["a"])
     before = snapshot(mem)
@@ -123,13 +125,13 @@ def test_over_limit_tags_are_an_error_and_nothing_is_written(
         ("bad \ud800 surrogate", InvalidInputError),
     ],
 )
-def test_bad_content_is_rejected(mem: engram.Engram, content: object, error: type) -> None:
+def test_bad_content_is_rejected(mem: mindfile.Mindfile, content: object, error: type) -> None:
     with pytest.raises(error):
         mem.store_note(NS, "n", content)  # type: ignore[arg-type]
     assert mem.list_sessions() == []
 
 
-def test_bad_ids_and_source_are_rejected(mem: engram.Engram) -> None:
+def test_bad_ids_and_source_are_rejected(mem: mindfile.Mindfile) -> None:
     for bad in ("", "   ", None, "x" * 513):
         with pytest.raises(InvalidInputError):
             mem.store_note(NS, bad, "text")  # type: ignore[arg-type]
@@ -141,7 +143,7 @@ def test_bad_ids_and_source_are_rejected(mem: engram.Engram) -> None:
         mem.store_note(NS, "n", "text", source="s" * 129)
 
 
-def test_update_replaces_content_and_keeps_identity(mem: engram.Engram) -> None:
+def test_update_replaces_content_and_keeps_identity(mem: mindfile.Mindfile) -> None:
     old = mem.store_note(NS, "n", "Alice lives in Lisbon.", source="memory_save", tags=["home"])
     new = mem.update_note(NS, "n", content="Alice moved to Porto.")
     assert new.note_id == "n" and new.created_at == old.created_at
@@ -156,7 +158,7 @@ def test_update_replaces_content_and_keeps_identity(mem: engram.Engram) -> None:
     assert_index_consistent(mem)
 
 
-def test_update_of_tags_only_keeps_the_content(mem: engram.Engram) -> None:
+def test_update_of_tags_only_keeps_the_content(mem: mindfile.Mindfile) -> None:
     mem.store_note(NS, "n", "Alice likes tea.", tags=["a", "b"])
     note = mem.update_note(NS, "n", tags=["C"])
     assert note.content == "Alice likes tea." and note.tags == ("c",)
@@ -165,7 +167,7 @@ def test_update_of_tags_only_keeps_the_content(mem: engram.Engram) -> None:
 
 
 def test_store_note_on_an_existing_id_replaces_it_keeping_created_at(
-    mem: engram.Engram,
+    mem: mindfile.Mindfile,
 ) -> None:
     old = mem.store_note(NS, "n", "first version", tags=["x"])
     new = mem.store_note(NS, "n", "second version")
@@ -174,7 +176,7 @@ def test_store_note_on_an_existing_id_replaces_it_keeping_created_at(
     assert mem.db.scalar("SELECT count(*) FROM notes") == 1
 
 
-def test_update_errors(mem: engram.Engram) -> None:
+def test_update_errors(mem: mindfile.Mindfile) -> None:
     with pytest.raises(NotFoundError):
         mem.update_note(NS, "missing", content="x")
     mem.store_note(NS, "n", "text")
@@ -184,7 +186,7 @@ def test_update_errors(mem: engram.Engram) -> None:
 
 def test_update_is_atomic_when_embedding_fails(db_path: Path) -> None:
     embedder = FlakyEmbedder()
-    with engram.open(db_path, embedder=embedder) as mem:
+    with mindfile.open(db_path, embedder=embedder) as mem:
         old = mem.store_note(NS, "n", "Alice's passport expires in March.", tags=["docs"])
         other = mem.store_note(NS, "other", "Unrelated note about bikes.")
         before = snapshot(mem)
@@ -204,7 +206,7 @@ def test_update_is_atomic_when_embedding_fails(db_path: Path) -> None:
 
 
 def test_update_is_atomic_when_the_write_fails_after_the_delete(
-    mem: engram.Engram, monkeypatch: pytest.MonkeyPatch
+    mem: mindfile.Mindfile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     old = mem.store_note(NS, "n", "Alice's passport expires in March.")
     before = snapshot(mem)
@@ -214,7 +216,7 @@ def test_update_is_atomic_when_the_write_fails_after_the_delete(
         assert mem.db.scalar("SELECT count(*) FROM chunks") == 0
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr("engram.memory.notes.log.write_event", broken_write)
+    monkeypatch.setattr("mindfile.memory.notes.log.write_event", broken_write)
     with pytest.raises(RuntimeError):
         mem.update_note(NS, "n", content="new text")
     assert snapshot(mem) == before
@@ -224,7 +226,7 @@ def test_update_is_atomic_when_the_write_fails_after_the_delete(
 
 def test_update_detects_a_concurrent_change(db_path: Path) -> None:
     embedder = FlakyEmbedder()
-    with engram.open(db_path, embedder=embedder) as mem, engram.open(db_path) as other:
+    with mindfile.open(db_path, embedder=embedder) as mem, mindfile.open(db_path) as other:
         mem.store_note(NS, "n", "version one")
         # While this update embeds (outside its transaction), another connection
         # replaces the note; the update must not silently overwrite that change.
@@ -235,7 +237,7 @@ def test_update_detects_a_concurrent_change(db_path: Path) -> None:
         assert note is not None and note.content == "version two" and note.tags == ("x",)
 
 
-def test_delete_removes_chunks_vectors_fts_rows_and_the_event(mem: engram.Engram) -> None:
+def test_delete_removes_chunks_vectors_fts_rows_and_the_event(mem: mindfile.Mindfile) -> None:
     content = " ".join(f"Line {i}: the zebra crossing near the office." for i in range(40))
     mem.store_note(NS, "n", content)
     mem.store_note(NS, "keep", "A note that stays.")
@@ -252,7 +254,7 @@ def test_delete_removes_chunks_vectors_fts_rows_and_the_event(mem: engram.Engram
     assert_index_consistent(mem)
 
 
-def test_identical_notes_never_share_chunks(mem: engram.Engram) -> None:
+def test_identical_notes_never_share_chunks(mem: mindfile.Mindfile) -> None:
     mem.store_note(NS, "a", "Buy oat milk.")
     mem.store_note(NS, "b", "Buy oat milk.")
     assert mem.db.scalar("SELECT count(*) FROM chunks") == 2
@@ -262,7 +264,7 @@ def test_identical_notes_never_share_chunks(mem: engram.Engram) -> None:
     assert_index_consistent(mem)
 
 
-def test_get_and_list_notes(mem: engram.Engram) -> None:
+def test_get_and_list_notes(mem: mindfile.Mindfile) -> None:
     assert mem.get_note(NS, "nope") is None
     for i in range(5):
         mem.store_note(NS, f"n{i}", f"note {i}", tags=["even"] if i % 2 == 0 else ["odd"])
@@ -276,7 +278,7 @@ def test_get_and_list_notes(mem: engram.Engram) -> None:
             mem.list_notes(NS, **bad)  # type: ignore[arg-type]
 
 
-def test_conversation_events_in_the_namespace_are_not_notes(mem: engram.Engram) -> None:
+def test_conversation_events_in_the_namespace_are_not_notes(mem: mindfile.Mindfile) -> None:
     mem.store(NS, 1, {"role": "user", "content": "a plain message about kites"})
     note = mem.store_note(NS, "n", "a note about kites")
     assert note.sequence == 2
@@ -286,7 +288,7 @@ def test_conversation_events_in_the_namespace_are_not_notes(mem: engram.Engram) 
     assert [r.sequence for r in mem.recall(NS)] == [1]
 
 
-def test_search_filters_tags_in_sql(mem: engram.Engram) -> None:
+def test_search_filters_tags_in_sql(mem: mindfile.Mindfile) -> None:
     mem.store_note(NS, "w", "Quarterly report draft is due Friday.", tags=["work"])
     mem.store_note(NS, "h", "Book the report card meeting at school.", tags=["home"])
     mem.store_note(NS, "both", "Report expenses for the home office.", tags=["work", "home"])
@@ -298,7 +300,7 @@ def test_search_filters_tags_in_sql(mem: engram.Engram) -> None:
     assert mem.search_notes(NS, "report", tags=["nope"]) == []
 
 
-def test_search_returns_one_compact_hit_per_note(mem: engram.Engram) -> None:
+def test_search_returns_one_compact_hit_per_note(mem: mindfile.Mindfile) -> None:
     content = " ".join(f"Part {i}: notes on sourdough starter feeding." for i in range(40))
     mem.store_note(NS, "bread", content, tags=["baking"])
     mem.store_note(NS, "other", "Sourdough is a bread.")
@@ -310,7 +312,7 @@ def test_search_returns_one_compact_hit_per_note(mem: engram.Engram) -> None:
         mem.search_notes(NS, "x", top_k=0)
 
 
-def test_users_are_isolated(mem: engram.Engram) -> None:
+def test_users_are_isolated(mem: mindfile.Mindfile) -> None:
     mem.store_note(notes_session("alice"), "n", "Alice's secret recipe uses saffron.")
     mem.store_note(notes_session("bob"), "n", "Bob's bike is blue.")
     assert all("Bob" in h.text for h in mem.search_notes(notes_session("bob"), "saffron"))
@@ -319,7 +321,7 @@ def test_users_are_isolated(mem: engram.Engram) -> None:
     assert mem.get_note(notes_session("alice"), "n") is not None
 
 
-def test_forgetting_the_namespace_removes_its_notes(mem: engram.Engram) -> None:
+def test_forgetting_the_namespace_removes_its_notes(mem: mindfile.Mindfile) -> None:
     mem.store_note(NS, "n", "text")
     assert mem.forget(NS)
     assert mem.db.scalar("SELECT count(*) FROM notes") == 0
@@ -327,14 +329,14 @@ def test_forgetting_the_namespace_removes_its_notes(mem: engram.Engram) -> None:
 
 
 def test_notes_persist_across_reopen(db_path: Path) -> None:
-    with engram.open(db_path, embedder="hash") as mem:
+    with mindfile.open(db_path, embedder="hash") as mem:
         note = mem.store_note(NS, "n", "Persistent note about violins.", tags=["music"])
-    with engram.open(db_path) as mem:
+    with mindfile.open(db_path) as mem:
         assert mem.get_note(NS, "n") == note
         assert [h.note_id for h in mem.search_notes(NS, "violins", tags=["music"])] == ["n"]
 
 
-def test_the_note_lookup_uses_the_index(mem: engram.Engram) -> None:
+def test_the_note_lookup_uses_the_index(mem: mindfile.Mindfile) -> None:
     plan = mem.db.query(
         "EXPLAIN QUERY PLAN DELETE FROM chunks WHERE session_id = ? "
         "AND json_extract(metadata_json, '$.note_id') = ? "
@@ -344,7 +346,7 @@ def test_the_note_lookup_uses_the_index(mem: engram.Engram) -> None:
     assert any("idx_chunks_note" in str(row) for row in plan)
 
 
-def test_semantic_search_over_notes_with_the_default_model(mem_static: engram.Engram) -> None:
+def test_semantic_search_over_notes_with_the_default_model(mem_static: mindfile.Mindfile) -> None:
     mem = mem_static
     mem.store_note(NS, "dog", "The user's dog is named Biscuit and loves the beach.")
     mem.store_note(NS, "deadline", "Project deadline for the quarterly report is Friday.")

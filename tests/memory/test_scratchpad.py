@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-import engram
-from engram.errors import ConflictError, InvalidInputError, LimitExceededError
-from engram.memory import MAX_SCRATCHPAD_ITEM_CHARS, MAX_SCRATCHPAD_ITEMS, SummaryState
+import mindfile
+from mindfile.errors import ConflictError, InvalidInputError, LimitExceededError
+from mindfile.memory import MAX_SCRATCHPAD_ITEM_CHARS, MAX_SCRATCHPAD_ITEMS, SummaryState
 
 
-def state_json(mem: engram.Engram, session_id: str) -> dict[str, object]:
+def state_json(mem: mindfile.Mindfile, session_id: str) -> dict[str, object]:
     raw = mem.db.scalar("SELECT state_json FROM session_state WHERE session_id = ?", (session_id,))
     return {} if raw is None else dict(json.loads(raw))
 
 
-def test_read_write_replace_clear(mem: engram.Engram) -> None:
+def test_read_write_replace_clear(mem: mindfile.Mindfile) -> None:
     assert mem.read_scratchpad("s1") is None
     pad = mem.write_scratchpad("s1", ["goal: ship v1", "  step 1 done  "])
     assert pad.items == ("goal: ship v1", "step 1 done")
@@ -32,7 +32,7 @@ def test_read_write_replace_clear(mem: engram.Engram) -> None:
     assert mem.clear_scratchpad("s1") is False
 
 
-def test_limits_are_inclusive(mem: engram.Engram) -> None:
+def test_limits_are_inclusive(mem: mindfile.Mindfile) -> None:
     items = [
         f"{i:02d}" + "x" * (MAX_SCRATCHPAD_ITEM_CHARS - 2) for i in range(MAX_SCRATCHPAD_ITEMS)
     ]
@@ -53,7 +53,7 @@ def test_limits_are_inclusive(mem: engram.Engram) -> None:
     ids=["33-items", "241-chars", "non-string", "blank", "str", "none", "surrogate"],
 )
 def test_over_limit_or_bad_writes_keep_the_old_pad(
-    mem: engram.Engram, items: object, error: type
+    mem: mindfile.Mindfile, items: object, error: type
 ) -> None:
     old = mem.write_scratchpad("s1", ["keep me"])
     with pytest.raises(error):
@@ -61,13 +61,13 @@ def test_over_limit_or_bad_writes_keep_the_old_pad(
     assert mem.read_scratchpad("s1") == old
 
 
-def test_limit_error_is_clear(mem: engram.Engram) -> None:
+def test_limit_error_is_clear(mem: mindfile.Mindfile) -> None:
     with pytest.raises(LimitExceededError, match="240") as info:
         mem.write_scratchpad("s1", ["ok", "y" * 300])
     assert "item 1" in info.value.message
 
 
-def test_session_scoped(mem: engram.Engram) -> None:
+def test_session_scoped(mem: mindfile.Mindfile) -> None:
     mem.write_scratchpad("s1", ["for s1"])
     assert mem.read_scratchpad("s2") is None
     assert mem.clear_scratchpad("s2") is False
@@ -75,7 +75,7 @@ def test_session_scoped(mem: engram.Engram) -> None:
     assert mem.read_scratchpad("s1") is None
 
 
-def test_writing_creates_a_missing_session_and_clearing_does_not(mem: engram.Engram) -> None:
+def test_writing_creates_a_missing_session_and_clearing_does_not(mem: mindfile.Mindfile) -> None:
     mem.clear_scratchpad("ghost")
     assert mem.list_sessions() == []
     mem.write_scratchpad("new", ["x"])
@@ -84,7 +84,7 @@ def test_writing_creates_a_missing_session_and_clearing_does_not(mem: engram.Eng
     mem.store("new", 1, "the first message still gets sequence 1")
 
 
-def test_does_not_clobber_last_sequence_or_summary(mem: engram.Engram) -> None:
+def test_does_not_clobber_last_sequence_or_summary(mem: mindfile.Mindfile) -> None:
     mem.store("s1", 1, "hello")
     mem.write_summary_state("s1", SummaryState("so far", 1), 0)
     mem.write_scratchpad("s1", ["x"])
@@ -100,7 +100,7 @@ def test_does_not_clobber_last_sequence_or_summary(mem: engram.Engram) -> None:
     assert mem.read_summary_state("s1") is not None
 
 
-def test_bad_session_id(mem: engram.Engram) -> None:
+def test_bad_session_id(mem: mindfile.Mindfile) -> None:
     for call in (mem.read_scratchpad, mem.clear_scratchpad):
         with pytest.raises(InvalidInputError):
             call("")
@@ -109,7 +109,7 @@ def test_bad_session_id(mem: engram.Engram) -> None:
 
 
 def test_persists_across_reopen(db_path: Path) -> None:
-    with engram.open(db_path, embedder="hash") as mem:
+    with mindfile.open(db_path, embedder="hash") as mem:
         pad = mem.write_scratchpad("s1", ["remember the milk"])
-    with engram.open(db_path) as mem:
+    with mindfile.open(db_path) as mem:
         assert mem.read_scratchpad("s1") == pad

@@ -7,33 +7,33 @@ from pathlib import Path
 
 import pytest
 
-import engram
-from engram.errors import ConfigError, InvalidInputError
-from engram.memory import (
+import mindfile
+from mindfile.errors import ConfigError, InvalidInputError
+from mindfile.memory import (
     SECTION_HEADING,
     SUMMARY_PREFIX,
     SummaryConfig,
     SummaryState,
     extractive_condenser,
 )
-from engram.tokens import estimate_tokens, message_tokens
-from engram.types import MemoryRecord
+from mindfile.tokens import estimate_tokens, message_tokens
+from mindfile.types import MemoryRecord
 
 S = "chat"
 
 
-def add_turns(mem: engram.Engram, start: int, count: int, words: int = 30) -> None:
+def add_turns(mem: mindfile.Mindfile, start: int, count: int, words: int = 30) -> None:
     for i in range(start, start + count):
         role = "user" if i % 2 else "assistant"
         body = f"Turn {i} talks about topic {i}. " + "filler " * words
         mem.store(S, i, {"role": role, "content": body})
 
 
-def cost(mem: engram.Engram, upper: int = -1) -> int:
+def cost(mem: mindfile.Mindfile, upper: int = -1) -> int:
     return sum(message_tokens(r.payload) for r in mem.recall(S) if r.sequence > upper)
 
 
-def test_no_summary_below_min_turns_even_when_over_budget(mem: engram.Engram) -> None:
+def test_no_summary_below_min_turns_even_when_over_budget(mem: mindfile.Mindfile) -> None:
     add_turns(mem, 1, 3, words=200)
     ctx = mem.summarize(S, 100)
     assert ctx.condensed == 0 and ctx.summary is None
@@ -41,7 +41,7 @@ def test_no_summary_below_min_turns_even_when_over_budget(mem: engram.Engram) ->
     assert mem.read_summary_state(S) is None
 
 
-def test_no_summary_at_or_below_the_trigger_ratio(mem: engram.Engram) -> None:
+def test_no_summary_at_or_below_the_trigger_ratio(mem: mindfile.Mindfile) -> None:
     add_turns(mem, 1, 6)
     budget = int(cost(mem) / 0.80)  # utilization == 0.80 exactly is not "above"
     while cost(mem) > 0.80 * budget:
@@ -51,7 +51,7 @@ def test_no_summary_at_or_below_the_trigger_ratio(mem: engram.Engram) -> None:
     assert [m["content"][:6] for m in ctx.messages] == [f"Turn {i}" for i in range(1, 7)]
 
 
-def test_condenses_the_oldest_turns_down_to_the_target(mem: engram.Engram) -> None:
+def test_condenses_the_oldest_turns_down_to_the_target(mem: mindfile.Mindfile) -> None:
     add_turns(mem, 1, 10)
     budget = int(cost(mem) / 0.9)  # 90% utilization: over the 80% trigger
     ctx = mem.summarize(S, budget)
@@ -77,7 +77,7 @@ def test_condenses_the_oldest_turns_down_to_the_target(mem: engram.Engram) -> No
     assert cost(mem, state.upper_sequence - 2) > 0.5 * budget
 
 
-def test_a_second_call_does_not_resummarize_and_new_turns_append(mem: engram.Engram) -> None:
+def test_a_second_call_does_not_resummarize_and_new_turns_append(mem: mindfile.Mindfile) -> None:
     add_turns(mem, 1, 10)
     budget = int(cost(mem) / 0.9)
     first = mem.summarize(S, budget)
@@ -93,7 +93,7 @@ def test_a_second_call_does_not_resummarize_and_new_turns_append(mem: engram.Eng
     assert f"Turn {first.upper_sequence + 1} talks" in third.summary
 
 
-def test_keep_recent_never_folds_the_newest_message(mem: engram.Engram) -> None:
+def test_keep_recent_never_folds_the_newest_message(mem: mindfile.Mindfile) -> None:
     add_turns(mem, 1, 4, words=10)
     mem.store(S, 5, {"role": "user", "content": "huge " * 2000})
     ctx = mem.summarize(S, 200)
@@ -107,7 +107,7 @@ def test_keep_recent_never_folds_the_newest_message(mem: engram.Engram) -> None:
     assert ctx.upper_sequence == 5 and len(ctx.messages) == 4  # summary + 3 kept
 
 
-def test_pluggable_condenser_and_token_counter(mem: engram.Engram) -> None:
+def test_pluggable_condenser_and_token_counter(mem: mindfile.Mindfile) -> None:
     add_turns(mem, 1, 8)
     seen: list[list[int]] = []
     counted: list[str] = []
@@ -128,7 +128,7 @@ def test_pluggable_condenser_and_token_counter(mem: engram.Engram) -> None:
     assert ctx.summary == "\n".join([SECTION_HEADING, *lines])
 
 
-def test_a_failing_condenser_writes_nothing(mem: engram.Engram) -> None:
+def test_a_failing_condenser_writes_nothing(mem: mindfile.Mindfile) -> None:
     add_turns(mem, 1, 8)
 
     def broken(records: Sequence[MemoryRecord]) -> str:
@@ -141,7 +141,7 @@ def test_a_failing_condenser_writes_nothing(mem: engram.Engram) -> None:
 
 @pytest.mark.parametrize("other_upper", [1, 4])
 def test_a_concurrent_summary_wins_and_is_built_upon(db_path: Path, other_upper: int) -> None:
-    with engram.open(db_path, embedder="hash") as mem, engram.open(db_path) as other:
+    with mindfile.open(db_path, embedder="hash") as mem, mindfile.open(db_path) as other:
         add_turns(mem, 1, 10)
         calls = 0
 
@@ -186,7 +186,7 @@ def test_default_token_counter_is_the_documented_estimate() -> None:
     assert message_tokens({"role": "user", "content": "abcd"}) == 1 + 4
 
 
-def test_bad_arguments(mem: engram.Engram) -> None:
+def test_bad_arguments(mem: mindfile.Mindfile) -> None:
     for budget in (0, -5, 1.5, True):
         with pytest.raises(InvalidInputError):
             mem.summarize(S, budget)  # type: ignore[arg-type]
@@ -196,7 +196,7 @@ def test_bad_arguments(mem: engram.Engram) -> None:
         SummaryConfig(min_turns=0)
 
 
-def test_an_empty_session_gives_an_empty_context(mem: engram.Engram) -> None:
+def test_an_empty_session_gives_an_empty_context(mem: mindfile.Mindfile) -> None:
     ctx = mem.summarize("nobody", 1000)
     assert ctx.messages == () and ctx.tokens == 0 and ctx.summary is None
     assert ctx.to_dict()["messages"] == []

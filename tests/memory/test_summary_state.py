@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-import engram
-from engram.errors import InvalidInputError, LimitExceededError
-from engram.memory import SummaryState, SummaryWriteOutcome
+import mindfile
+from mindfile.errors import InvalidInputError, LimitExceededError
+from mindfile.memory import SummaryState, SummaryWriteOutcome
 
 ROUNDS = 15
 
 
-def test_read_write_and_epochs(mem: engram.Engram) -> None:
+def test_read_write_and_epochs(mem: mindfile.Mindfile) -> None:
     assert mem.read_summary_state("s1") is None
     first = mem.write_summary_state("s1", SummaryState("one", 3, epoch=99), expected_epoch=0)
     assert first == SummaryWriteOutcome(applied=True, epoch=1)
@@ -28,7 +28,7 @@ def test_read_write_and_epochs(mem: engram.Engram) -> None:
     assert mem.read_summary_state("s1").summary == "two"  # type: ignore[union-attr]
 
 
-def test_a_stale_write_is_discarded(mem: engram.Engram) -> None:
+def test_a_stale_write_is_discarded(mem: mindfile.Mindfile) -> None:
     mem.write_summary_state("s1", SummaryState("newer", 4), 0)
     outcome = mem.write_summary_state("s1", SummaryState("stale", 2), 0)
     assert outcome == SummaryWriteOutcome(applied=False, epoch=1)
@@ -37,7 +37,7 @@ def test_a_stale_write_is_discarded(mem: engram.Engram) -> None:
 
 
 def test_expected_epoch_above_zero_on_a_missing_session_writes_nothing(
-    mem: engram.Engram,
+    mem: mindfile.Mindfile,
 ) -> None:
     assert mem.write_summary_state("ghost", SummaryState("x", 1), 3) == SummaryWriteOutcome(
         False, 0
@@ -46,7 +46,7 @@ def test_expected_epoch_above_zero_on_a_missing_session_writes_nothing(
     assert mem.read_summary_state("ghost") is None
 
 
-def test_first_write_creates_the_session_and_keeps_other_state(mem: engram.Engram) -> None:
+def test_first_write_creates_the_session_and_keeps_other_state(mem: mindfile.Mindfile) -> None:
     assert mem.write_summary_state("new", SummaryState("x", -1), 0).applied
     assert [s.session_id for s in mem.list_sessions()] == ["new"]
     mem.store("s1", 1, "hello")
@@ -68,19 +68,21 @@ def test_first_write_creates_the_session_and_keeps_other_state(mem: engram.Engra
         (SummaryState(123, 1), 0, InvalidInputError),  # type: ignore[arg-type]
     ],
 )
-def test_bad_writes_are_rejected(mem: engram.Engram, state: Any, epoch: Any, error: type) -> None:
+def test_bad_writes_are_rejected(
+    mem: mindfile.Mindfile, state: Any, epoch: Any, error: type
+) -> None:
     with pytest.raises(error):
         mem.write_summary_state("s1", state, epoch)
     assert mem.list_sessions() == []
 
 
 def test_two_threads_with_their_own_connections_race(db_path: Path) -> None:
-    engram.open(db_path, embedder="hash").close()
+    mindfile.open(db_path, embedder="hash").close()
     barrier = threading.Barrier(2)
     results: dict[int, list[bool]] = {0: [], 1: []}
 
     def worker(me: int) -> None:
-        with engram.open(db_path) as mem:
+        with mindfile.open(db_path) as mem:
             for round_ in range(ROUNDS):
                 barrier.wait()
                 outcome = mem.write_summary_state("s1", SummaryState(f"t{me}r{round_}", 0), round_)
@@ -93,7 +95,7 @@ def test_two_threads_with_their_own_connections_race(db_path: Path) -> None:
         t.join(timeout=60)
     for round_ in range(ROUNDS):
         assert results[0][round_] + results[1][round_] == 1, f"round {round_}"
-    with engram.open(db_path) as mem:
+    with mindfile.open(db_path) as mem:
         state = mem.read_summary_state("s1")
         assert state is not None and state.epoch == ROUNDS
         assert state.summary.endswith(f"r{ROUNDS - 1}")
@@ -101,7 +103,7 @@ def test_two_threads_with_their_own_connections_race(db_path: Path) -> None:
 
 def _process_worker(db_path: str, me: int, barrier: Any, queue: Any) -> None:
     applied = []
-    with engram.open(db_path) as mem:
+    with mindfile.open(db_path) as mem:
         for round_ in range(ROUNDS):
             barrier.wait()
             outcome = mem.write_summary_state("s1", SummaryState(f"p{me}", 0), round_)
@@ -110,7 +112,7 @@ def _process_worker(db_path: str, me: int, barrier: Any, queue: Any) -> None:
 
 
 def test_two_processes_race(db_path: Path) -> None:
-    engram.open(db_path, embedder="hash").close()
+    mindfile.open(db_path, embedder="hash").close()
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     barrier = ctx.Barrier(2)
@@ -127,5 +129,5 @@ def test_two_processes_race(db_path: Path) -> None:
         assert p.exitcode == 0
     for round_ in range(ROUNDS):
         assert results[0][round_] + results[1][round_] == 1, f"round {round_}"
-    with engram.open(db_path) as mem:
+    with mindfile.open(db_path) as mem:
         assert mem.read_summary_state("s1").epoch == ROUNDS  # type: ignore[union-attr]

@@ -9,12 +9,12 @@ from types import SimpleNamespace
 import pytest
 from scheduler_support import FakeClock, open_store
 
-from engram.scheduler import SqliteSchedulerStore
+from mindfile.scheduler import SqliteSchedulerStore
 
 
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "engram.db"
+    return tmp_path / "mindfile.db"
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from engram.scheduler import SqliteSchedulerStore
-from engram.storage import Database, apply_migrations
+from mindfile.scheduler import SqliteSchedulerStore
+from mindfile.storage import Database, apply_migrations
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

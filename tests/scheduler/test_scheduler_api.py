@@ -1,10 +1,10 @@
-"""The public surface of ``engram.scheduler``."""
+"""The public surface of ``mindfile.scheduler``."""
 
 from __future__ import annotations
 
 import dataclasses
 
-import engram.scheduler as scheduler
+import mindfile.scheduler as scheduler
 
 
 def test_all_is_importable_and_sorted() -> None:

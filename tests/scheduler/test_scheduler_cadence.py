@@ -11,8 +11,8 @@ from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engram.errors import InvalidInputError
-from engram.scheduler import (
+from mindfile.errors import InvalidInputError
+from mindfile.scheduler import (
     ScheduleCadence,
     format_in_timezone,
     next_run_for_cadence,

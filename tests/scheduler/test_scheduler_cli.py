@@ -1,4 +1,4 @@
-"""``engram schedule ...`` through click's CliRunner."""
+"""``mindfile schedule ...`` through click's CliRunner."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ import pytest
 from click.testing import CliRunner, Result
 from scheduler_support import open_store
 
-import engram
-import engram.cli.schedule as schedule_cli
-from engram.scheduler._time import now_utc
+import mindfile
+import mindfile.cli.schedule as schedule_cli
+from mindfile.scheduler._time import now_utc
 
 
 @pytest.fixture(autouse=True)
 def _engine(monkeypatch: pytest.MonkeyPatch) -> None:
     """Until the engine exposes ``.schedules``, stand in for it with that slice of it."""
-    if hasattr(engram.Engram, "schedules"):
+    if hasattr(mindfile.Mindfile, "schedules"):
         return
 
     def fake_open(db_path: str) -> Any:
@@ -123,6 +123,6 @@ def test_run_due_with_command(tmp_path: Path) -> None:
 
 
 def store_interval(secs: int) -> Any:
-    from engram.scheduler import ScheduleCadence
+    from mindfile.scheduler import ScheduleCadence
 
     return ScheduleCadence.interval(secs)

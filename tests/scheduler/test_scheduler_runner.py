@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from scheduler_support import T0, FakeClock, open_store
 
-from engram.errors import ConfigError
-from engram.scheduler import (
+from mindfile.errors import ConfigError
+from mindfile.scheduler import (
     HandlerResult,
     NotificationPolicy,
     Runner,
@@ -29,7 +29,7 @@ from engram.scheduler import (
     command_handler,
     record_goal,
 )
-from engram.scheduler._time import iso, now_utc
+from mindfile.scheduler._time import iso, now_utc
 
 
 def add(store: SqliteSchedulerStore, cadence: ScheduleCadence, **kw: Any) -> ScheduleDefinition:
@@ -276,7 +276,7 @@ def test_command_handler(store: SqliteSchedulerStore, clock: FakeClock) -> None:
     add(store, ScheduleCadence.interval(60), goal="fail please")
     script = (
         "import os, sys; goal = sys.stdin.read(); "
-        "print(os.environ['ENGRAM_SCHEDULE_GOAL'], '|', goal); "
+        "print(os.environ['MINDFILE_SCHEDULE_GOAL'], '|', goal); "
         "sys.exit(3 if 'fail' in goal else 0)"
     )
     handler = command_handler([sys.executable, "-c", script], timeout_secs=30)
@@ -287,7 +287,7 @@ def test_command_handler(store: SqliteSchedulerStore, clock: FakeClock) -> None:
     assert outcomes["say hi | say hi"] is RunStatus.SUCCEEDED
     (failed,) = [k for k in outcomes if k.startswith("fail")]
     assert "[exit 3]" in failed and outcomes[failed] is RunStatus.FAILED
-    missing = command_handler(["/nonexistent/engram-test-binary"])
+    missing = command_handler(["/nonexistent/mindfile-test-binary"])
     result = missing(store.search("u1", ScheduleSearchFilters()).items[0])
     assert isinstance(result, HandlerResult) and not result.ok
     assert "cannot run" in result.output
@@ -368,11 +368,11 @@ def test_two_runners_in_processes_never_double_fire(db_path: Path, tmp_path: Pat
 
 
 def test_runner_on_a_real_engine(tmp_path: Path) -> None:
-    import engram
+    import mindfile
 
-    if not hasattr(engram.Engram, "schedules"):
-        pytest.skip("Engram.schedules is not wired yet")
-    with engram.open(tmp_path / "mem.db", embedder="hash") as opened:
+    if not hasattr(mindfile.Mindfile, "schedules"):
+        pytest.skip("Mindfile.schedules is not wired yet")
+    with mindfile.open(tmp_path / "mem.db", embedder="hash") as opened:
         mem: Any = opened
         s = mem.schedules.add(
             user_id="u1",

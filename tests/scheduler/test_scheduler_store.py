@@ -9,13 +9,13 @@ from datetime import timedelta
 import pytest
 from scheduler_support import T0, open_store
 
-from engram.errors import (
+from mindfile.errors import (
     ConflictError,
     InvalidInputError,
     LimitExceededError,
     NotFoundError,
 )
-from engram.scheduler import (
+from mindfile.scheduler import (
     NotificationPolicy,
     RunStatus,
     ScheduleCadence,
@@ -28,7 +28,7 @@ from engram.scheduler import (
     SqliteSchedulerStore,
     new_schedule,
 )
-from engram.scheduler._time import iso
+from mindfile.scheduler._time import iso
 
 HOURLY = ScheduleCadence.interval(3600)
 

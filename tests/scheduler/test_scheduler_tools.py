@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from engram.errors import InvalidInputError, NotFoundError
-from engram.scheduler import ScheduleRunRecord, ScheduleStatus, record_goal
-from engram.scheduler.tools import SCHEDULE_TOOLS
-from engram.tools._registry import ToolContext
+from mindfile.errors import InvalidInputError, NotFoundError
+from mindfile.scheduler import ScheduleRunRecord, ScheduleStatus, record_goal
+from mindfile.scheduler.tools import SCHEDULE_TOOLS
+from mindfile.tools._registry import ToolContext
 
 CTX = ToolContext(user_id="u1", session_id="s1")
 TOOLS = {spec.name: spec for spec in SCHEDULE_TOOLS}
@@ -108,7 +108,7 @@ def test_other_users_schedules_are_invisible(engine: Any) -> None:
         {"cadence_type": "cron", "cadence_value": "0 9 * * *", "notification_policy": "loud"},
     ],
 )
-def test_bad_input_is_an_engram_error(engine: Any, args: dict[str, Any]) -> None:
+def test_bad_input_is_an_mindfile_error(engine: Any, args: dict[str, Any]) -> None:
     with pytest.raises(InvalidInputError):
         call(engine, "schedule_create", goal="g", **args)
 
@@ -127,7 +127,7 @@ def test_update_cadence_kind_needs_value(engine: Any) -> None:
 
 def test_schemas_are_valid_and_dispatch_validates(engine: Any) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    from engram.tools import dispatch
+    from mindfile.tools import dispatch
 
     for spec in SCHEDULE_TOOLS:
         jsonschema.Draft202012Validator.check_schema(spec.parameters)

@@ -1,1 +1,0 @@
-"""The :class:`engram.Engram` methods of each feature, as mixins (thin delegations)."""

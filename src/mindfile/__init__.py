@@ -1,0 +1,105 @@
+"""Mindfile: local-first long-term memory for LLM agents in one SQLite file.
+
+>>> import mindfile
+>>> with mindfile.open(":memory:", embedder="hash") as mem:
+...     _ = mem.store("s1", 1, {"role": "user", "content": "I moved to Lisbon in May."})
+...     [hit.text for hit in mem.search("Lisbon", top_k=1)]
+['I moved to Lisbon in May.']
+"""
+
+from mindfile.context import CacheStats, Context, ContextConfig, ContextItem, RerankWeights
+from mindfile.embed import Embedder, HashEmbedder, StaticEmbedder, register_embedder
+from mindfile.engine import Mindfile, open
+from mindfile.errors import (
+    BackendUnavailableError,
+    ConfigError,
+    ConflictError,
+    EmbeddingError,
+    InvalidInputError,
+    LimitExceededError,
+    LLMError,
+    MindfileError,
+    NotFoundError,
+    SchemaError,
+    StorageError,
+)
+from mindfile.manage import (
+    ConsolidationRecord,
+    ConsolidationReport,
+    DecayPolicy,
+    Quota,
+    QuotaUsage,
+    SweepResult,
+)
+from mindfile.memory import (
+    Fact,
+    FactVersion,
+    MemoryHit,
+    Note,
+    ScratchpadState,
+    SummaryConfig,
+    SummaryContext,
+    SummaryState,
+    SummaryWriteOutcome,
+)
+from mindfile.retrieve.search import SearchResults
+from mindfile.types import (
+    MemoryHybridQueryRequest,
+    MemoryHybridQueryResult,
+    MemoryRecord,
+    ScoreBreakdown,
+    SearchHit,
+    SessionInfo,
+    StoreInfo,
+)
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "BackendUnavailableError",
+    "CacheStats",
+    "ConfigError",
+    "ConflictError",
+    "ConsolidationRecord",
+    "ConsolidationReport",
+    "Context",
+    "ContextConfig",
+    "ContextItem",
+    "DecayPolicy",
+    "Embedder",
+    "EmbeddingError",
+    "Fact",
+    "FactVersion",
+    "HashEmbedder",
+    "InvalidInputError",
+    "LLMError",
+    "LimitExceededError",
+    "MemoryHit",
+    "MemoryHybridQueryRequest",
+    "MemoryHybridQueryResult",
+    "MemoryRecord",
+    "Mindfile",
+    "MindfileError",
+    "NotFoundError",
+    "Note",
+    "Quota",
+    "QuotaUsage",
+    "RerankWeights",
+    "SchemaError",
+    "ScoreBreakdown",
+    "ScratchpadState",
+    "SearchHit",
+    "SearchResults",
+    "SessionInfo",
+    "StaticEmbedder",
+    "StorageError",
+    "StoreInfo",
+    "SummaryConfig",
+    "SummaryContext",
+    "SummaryState",
+    "SummaryWriteOutcome",
+    "SweepResult",
+    "__version__",
+    "open",
+    "register_embedder",
+]

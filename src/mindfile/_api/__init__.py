@@ -1,0 +1,1 @@
+"""The :class:`mindfile.Mindfile` methods of each feature, as mixins (thin delegations)."""

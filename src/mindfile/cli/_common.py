@@ -1,0 +1,90 @@
+"""Shared CLI plumbing: the ``--db``/``--json`` options, output, and error mapping.
+
+Every command body runs inside :func:`run`, which turns an :class:`MindfileError` into a
+one-line message on stderr (or a JSON error object with ``--json``) and the error's own
+exit code, so no user ever sees a traceback for bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+
+from mindfile.errors import MindfileError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_DB = "mindfile.db"
+
+
+def db_option(func: F) -> F:
+    """``--db PATH`` (env ``MINDFILE_DB``, default ``./mindfile.db``)."""
+    return click.option(
+        "--db",
+        "db_path",
+        envvar="MINDFILE_DB",
+        default=DEFAULT_DB,
+        show_default=True,
+        help="SQLite file of the memory store (env MINDFILE_DB).",
+    )(func)
+
+
+def json_option(func: F) -> F:
+    """``--json``: machine-readable output."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(func)
+
+
+def embedder_option(func: F) -> F:
+    """``--embedder NAME`` (env ``MINDFILE_EMBEDDER``; default: what the store was made with)."""
+    return click.option(
+        "--embedder",
+        envvar="MINDFILE_EMBEDDER",
+        default=None,
+        help="Embedder spec (default: the store's own, else the bundled static model).",
+    )(func)
+
+
+def emit(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
+    """Print ``data`` as JSON, or call ``human`` to print it for people."""
+    if as_json or human is None:
+        click.echo(json.dumps(to_jsonable(data), ensure_ascii=False, indent=2))
+    else:
+        human()
+
+
+def to_jsonable(data: Any) -> Any:
+    if hasattr(data, "to_dict"):
+        return data.to_dict()
+    if isinstance(data, list | tuple):
+        return [to_jsonable(x) for x in data]
+    if isinstance(data, dict):
+        return {k: to_jsonable(v) for k, v in data.items()}
+    return data
+
+
+@contextmanager
+def run(as_json: bool = False) -> Iterator[None]:
+    """Map Mindfile errors to a one-line message (or JSON) and the error's exit code."""
+    try:
+        yield
+    except MindfileError as exc:
+        if as_json:
+            click.echo(json.dumps(exc.to_dict(), ensure_ascii=False))
+        else:
+            click.echo(f"error [{exc.code}]: {exc.message}", err=True)
+        sys.exit(exc.exit_code)
+
+
+def parse_json_arg(text: str, what: str) -> Any:
+    """Parse a JSON command-line argument, or fail with a clear message."""
+    from mindfile.errors import InvalidInputError
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"{what} is not valid JSON: {exc.msg}") from exc

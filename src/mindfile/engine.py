@@ -1,0 +1,434 @@
+"""The :class:`Mindfile` facade: the conversation log and hybrid retrieval on one file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import timedelta
+from os import PathLike
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from mindfile import context as _ctx
+from mindfile._api.context import ContextAPI
+from mindfile._api.jobs import JobsAPI
+from mindfile._api.manage import ManageAPI
+from mindfile._api.memory import AgentMemoryAPI
+from mindfile.embed import Embedder, embedder_for_model_id, fusion_weights, resolve_embedder
+from mindfile.embed.base import Vectors, check_vectors
+from mindfile.errors import ConfigError, EmbeddingError, InvalidInputError, MindfileError
+from mindfile.index.chunking import ChunkSpec
+from mindfile.index.pipeline import PreparedEvent, check_id, prepare_event
+from mindfile.manage import quota as _quota
+from mindfile.manage.importance import expires_at as _expires_at
+from mindfile.retrieve.lexical import Bm25Index
+from mindfile.retrieve.search import SearchRequest, SearchResults, run_search
+from mindfile.storage import log
+from mindfile.storage.db import Database, utcnow
+from mindfile.storage.migrations import apply_migrations
+from mindfile.tokens import TokenCounter, estimate_tokens, message_tokens
+from mindfile.types import (
+    FusionMode,
+    MemoryHybridQueryRequest,
+    MemoryRecord,
+    SearchMode,
+    SessionInfo,
+    StoreInfo,
+)
+from mindfile.vector import VectorIndex, make_index
+
+if TYPE_CHECKING:
+    from mindfile.scheduler import SqliteSchedulerStore
+
+__all__ = ["Event", "Mindfile", "open"]
+
+#: ``(session_id, sequence, payload)`` or the same plus a metadata mapping.
+Event = tuple[str, int, Any] | tuple[str, int, Any, Mapping[str, Any] | None]
+
+
+def open(  # shadows the builtin on purpose: mindfile.open(path)
+    path: str | Path = ":memory:",
+    *,
+    embedder: str | Embedder | None = None,
+    vector_index: str = "exact",
+    chunk_max_chars: int = 640,
+    chunk_overlap: int = 96,
+    neighbor_context: bool = True,
+    indexing: Literal["sync", "background"] = "sync",
+    lexical_index: Literal["memory", "fts5"] = "memory",
+) -> Mindfile:
+    """Open (creating if needed) a memory store.
+
+    ``path`` is a file path or ``":memory:"``. ``embedder`` is a spec such as
+    ``"static"`` (the bundled model, default for new stores) or ``"hash"``, or any
+    :class:`~mindfile.embed.Embedder`; reopening a store without one uses the model the
+    store was made with. ``vector_index`` is ``"exact"`` (in-memory, default) or
+    ``"sqlite-vec"``. ``neighbor_context`` indexes each chunk with the text of the
+    events around it in its session (low-weight FTS columns; see docs/retrieval.md).
+    ``indexing="background"`` makes ``store``/``store_many`` queue embedding jobs
+    instead of calling the embedder (see docs/background-indexing.md).
+    ``lexical_index`` picks where BM25 ranks: ``"memory"`` (default, an in-memory index
+    derived from the file, exact FTS5-compatible scores, fast at any size) or ``"fts5"``
+    (SQLite's own ``bm25()``; no memory, slow when query words are common).
+    """
+    if not isinstance(path, str | PathLike):
+        raise ConfigError(f"path must be a str or a path, not {type(path).__name__}")
+    for name, value in (("chunk_max_chars", chunk_max_chars), ("chunk_overlap", chunk_overlap)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name} must be an integer, not {type(value).__name__}")
+    if not isinstance(vector_index, str):
+        raise ConfigError("vector_index must be a string")
+    return Mindfile(
+        path,
+        embedder=embedder,
+        vector_index=vector_index,
+        chunk=ChunkSpec(chunk_max_chars, chunk_overlap),
+        neighbor_context=neighbor_context,
+        indexing=indexing,
+        lexical_index=lexical_index,
+    )
+
+
+class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
+    """A memory store. Thread-safe; use as a context manager or call :meth:`close`."""
+
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        *,
+        embedder: str | Embedder | None = None,
+        vector_index: str = "exact",
+        chunk: ChunkSpec = ChunkSpec(),
+        neighbor_context: bool = True,
+        indexing: Literal["sync", "background"] = "sync",
+        lexical_index: Literal["memory", "fts5"] = "memory",
+    ) -> None:
+        if indexing not in ("sync", "background"):
+            raise ConfigError(f"indexing must be 'sync' or 'background', not {indexing!r}")
+        if lexical_index not in ("memory", "fts5"):
+            raise ConfigError(f"lexical_index must be 'memory' or 'fts5', not {lexical_index!r}")
+        self.indexing = indexing
+        self.path = str(path)
+        self.db = Database(self.path)
+        try:
+            self.schema_version = apply_migrations(self.db)
+            self.embedder = self._bind_embedder(embedder)
+            self.index: VectorIndex = make_index(vector_index, self.db, self.embedder.dimensions)
+            self.lexical = Bm25Index(self.db) if lexical_index == "memory" else None
+        except BaseException:
+            self.db.close()
+            raise
+        self.chunk_spec = chunk
+        self.neighbor_context = neighbor_context
+        self._schedules: SqliteSchedulerStore | None = None
+        #: The latest events of active sessions, kept in process (mindfile.context.cache).
+        self.working_memory = _ctx.WorkingMemory()
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def _bind_embedder(self, spec: str | Embedder | None) -> Embedder:
+        """Record the store's model on first open; refuse a different one later."""
+        stored: dict[str, str] = dict(self.db.query("SELECT key, value FROM store_meta"))
+        model_id, dims = stored.get("embedding_model"), stored.get("embedding_dims")
+        if spec is None and model_id is not None:
+            found = embedder_for_model_id(model_id)
+            if found is None:
+                raise ConfigError(
+                    f"this store's vectors were made with {model_id!r}; pass that embedder "
+                    "to mindfile.open(..., embedder=...)",
+                    embedding_model=model_id,
+                )
+            embedder = found
+        else:
+            embedder = resolve_embedder(spec)
+        if model_id is None:
+            with self.db.atomic():
+                self.db.executemany(
+                    "INSERT OR IGNORE INTO store_meta (key, value) VALUES (?, ?)",
+                    [
+                        ("embedding_model", embedder.model_id),
+                        ("embedding_dims", str(embedder.dimensions)),
+                    ],
+                )
+            stored = dict(self.db.query("SELECT key, value FROM store_meta"))
+            model_id, dims = stored["embedding_model"], stored["embedding_dims"]
+        if model_id != embedder.model_id or int(dims or 0) != embedder.dimensions:
+            raise ConfigError(
+                f"this store's vectors were made with {model_id!r} ({dims} dims), not "
+                f"{embedder.model_id!r} ({embedder.dimensions} dims); open it with the same "
+                "embedder (re-embedding is not supported yet)",
+                embedding_model=model_id,
+            )
+        return embedder
+
+    def close(self) -> None:
+        """Release the database connection and the in-memory index."""
+        if not self.db.closed:
+            self.index.close()
+            if self.lexical is not None:
+                self.lexical.close()
+            self.db.close()
+
+    def __enter__(self) -> Mindfile:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- the conversation log -----------------------------------------------------------
+
+    def store(
+        self,
+        session_id: str,
+        sequence: int,
+        payload: Any,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        tags: Sequence[str] | None = None,
+        agent_identity: str | None = None,
+        importance: float | None = None,
+        ttl: float | timedelta | None = None,
+    ) -> int:
+        """Store one event and index it, atomically; returns how many chunks were added.
+
+        ``sequence`` must be above the session's highest, else :class:`ConflictError`
+        and nothing is written. ``metadata`` and ``tags`` go into every chunk's metadata.
+        ``importance`` (in [0, 1]) defaults to the role's; ``ttl`` (seconds or a
+        timedelta) makes the event expire (docs/memory-management.md).
+        """
+        event = prepare_event(
+            session_id,
+            sequence,
+            payload,
+            metadata=metadata,
+            tags=tags,
+            spec=self.chunk_spec,
+            importance=importance,
+            expires_at=_expires_at(ttl),
+        )
+        return self._write([event], agent_identity=agent_identity)
+
+    def store_many(
+        self,
+        events: Iterable[Event],
+        *,
+        agent_identity: str | None = None,
+        importance: float | None = None,
+        ttl: float | timedelta | None = None,
+    ) -> int:
+        """Store many events in one transaction (all or nothing); returns chunks added.
+
+        ``importance`` and ``ttl`` apply to every event, as in :meth:`store`.
+        """
+        expires = _expires_at(ttl)
+        if not isinstance(events, Iterable):
+            raise InvalidInputError("events must be an iterable of event tuples")
+        prepared: list[PreparedEvent] = []
+        for item in events:
+            if not isinstance(item, tuple | list) or len(item) not in (3, 4):
+                raise InvalidInputError(
+                    "each event must be (session_id, sequence, payload[, metadata])"
+                )
+            meta = item[3] if len(item) == 4 else None
+            prepared.append(
+                prepare_event(
+                    item[0],
+                    item[1],
+                    item[2],
+                    metadata=meta,
+                    spec=self.chunk_spec,
+                    importance=importance,
+                    expires_at=expires,
+                )
+            )
+        return self._write(prepared, agent_identity=agent_identity)
+
+    def _write(self, events: list[PreparedEvent], *, agent_identity: str | None) -> int:
+        if agent_identity is not None:
+            check_id(agent_identity, "agent_identity")
+        # Background indexing: no embedder call; write_event enqueues jobs instead.
+        vectors = None if self.indexing == "background" else self._embed_chunks(events)
+        now = utcnow()
+        with self.db.atomic():
+            added = log.write_events(
+                self.db,
+                events,
+                vectors,
+                self.embedder.model_id,
+                now,
+                agent_identity=agent_identity,
+                neighbor_context=self.neighbor_context,
+            )
+            # Quotas: evict or fail inside this transaction (docs/memory-management.md).
+            _quota.enforce_quotas(
+                self.db,
+                [e.session_id for e in events],
+                [(e.session_id, e.sequence) for e in events],
+                now,
+            )
+        self.working_memory.note_write(events, now)
+        return added
+
+    def _embed_chunks(self, events: list[PreparedEvent]) -> Vectors:
+        texts = [c.text for e in events for c in e.chunks]
+        if not texts:
+            return np.zeros((0, self.embedder.dimensions), dtype=np.float32)
+        try:
+            raw = self.embedder.embed_documents(texts)
+        except MindfileError:
+            raise
+        except Exception as exc:  # a provider's own failure: nothing has been written
+            raise EmbeddingError(f"embedding failed: {exc}") from exc
+        return check_vectors(raw, len(texts), self.embedder.dimensions, self.embedder.model_id)
+
+    def recall(self, session_id: str, limit: int | None = None) -> list[MemoryRecord]:
+        """The session's events in sequence order (the last ``limit`` when given)."""
+        check_id(session_id, "session_id")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise InvalidInputError("limit must be an integer or None")
+        if limit is not None and limit < 0:
+            raise InvalidInputError("limit must not be negative")
+        return log.load_events(self.db, session_id, limit)
+
+    def forget(self, session_id: str) -> bool:
+        """Delete a session and everything derived from it; True if it existed."""
+        check_id(session_id, "session_id")
+        with self.db.atomic():
+            existed = log.delete_session(self.db, session_id)
+        self.working_memory.invalidate(session_id)
+        return existed
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """All sessions, most recently updated first."""
+        return log.list_sessions(self.db)
+
+    def restore(
+        self,
+        session_id: str,
+        token_budget: int,
+        *,
+        token_counter: TokenCounter = estimate_tokens,
+    ) -> list[MemoryRecord]:
+        """The newest events that fit in ``token_budget`` tokens, oldest first.
+
+        Stops at the first event (going back in time) that does not fit, so the result
+        is always a contiguous tail of the conversation.
+        """
+        if isinstance(token_budget, bool) or not isinstance(token_budget, int):
+            raise InvalidInputError("token_budget must be an integer")
+        if token_budget < 0:
+            raise InvalidInputError("token_budget must not be negative")
+        if not callable(token_counter):
+            raise InvalidInputError("token_counter must be a callable str -> int")
+        kept: list[MemoryRecord] = []
+        used = 0
+        for record in reversed(self.recall(session_id)):
+            cost = message_tokens(record.payload, token_counter)
+            if used + cost > token_budget:
+                break
+            kept.append(record)
+            used += cost
+        kept.reverse()
+        return kept
+
+    # -- retrieval ----------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        session_id: str | Sequence[str] | None = None,
+        tags: Sequence[str] | None = None,
+        top_k: int = 10,
+        mode: SearchMode = "hybrid",
+        fusion: FusionMode = "weighted",
+        vector_weight: float | None = None,
+        fts_weight: float | None = None,
+        min_score: float | None = None,
+        query_embedding: Sequence[float] | None = None,
+    ) -> SearchResults:
+        """Search chunks by vector similarity, BM25, or both fused.
+
+        ``session_id``: one id, a list, or None for the whole store. ``tags``: every tag
+        must be on the chunk (filtered in SQL). Weighted fusion min-max normalises each
+        list and combines them with the weights; ``fusion="rrf"`` uses reciprocal rank
+        fusion (k=60) with the same weights. Ties go to the most recent chunk.
+
+        Weights left as ``None`` are the embedder's recommendation
+        (:func:`mindfile.embed.fusion_weights`): 0.3 vector / 0.7 BM25 for the bundled
+        static model (measured on LoCoMo, docs/retrieval.md), the seed's 0.7 / 0.3 for
+        any other embedder; giving only one makes the other its complement to 1.
+        ``results.weights`` says which were used.
+        """
+        req = SearchRequest.build(
+            query,
+            session_id=session_id,
+            tags=tags,
+            top_k=top_k,
+            mode=mode,
+            fusion=fusion,
+            vector_weight=vector_weight,
+            fts_weight=fts_weight,
+            min_score=min_score,
+            query_embedding=query_embedding,
+            dims=self.embedder.dimensions,
+            default_weights=fusion_weights(self.embedder),
+        )
+        return run_search(self.db, self.index, self.embedder, req, self.lexical)
+
+    def hybrid_query(self, request: MemoryHybridQueryRequest) -> SearchResults:
+        """The seed's entry point: weighted hybrid search from a request object."""
+        if not isinstance(request, MemoryHybridQueryRequest):
+            raise InvalidInputError("request must be a MemoryHybridQueryRequest")
+        return self.search(
+            request.query,
+            session_id=request.session_id,
+            tags=request.tags,
+            top_k=request.top_k,
+            vector_weight=request.vector_weight,
+            fts_weight=request.fts_weight,
+            query_embedding=request.query_embedding,
+        )
+
+    def rebuild_index(self) -> None:
+        """Rebuild the derived vector index from the vectors in SQLite."""
+        self.index.rebuild()
+        if self.lexical is not None:
+            self.lexical.rebuild()
+
+    @property
+    def schedules(self) -> SqliteSchedulerStore:
+        """The scheduler store on this file (see :mod:`mindfile.scheduler`)."""
+        if self._schedules is None:
+            from mindfile.scheduler import SqliteSchedulerStore
+
+            self._schedules = SqliteSchedulerStore(self.db)
+        return self._schedules
+
+    def info(self) -> StoreInfo:
+        """Schema version, counts, the embedding model and the index."""
+        counts = log.count_rows(self.db)
+        size = 0
+        if not self.db.in_memory:
+            for suffix in ("", "-wal"):
+                p = Path(self.path + suffix)
+                size += p.stat().st_size if p.exists() else 0
+        return StoreInfo(
+            path=self.path,
+            schema_version=self.schema_version,
+            embedding_model=self.embedder.model_id,
+            dimensions=self.embedder.dimensions,
+            vector_index=self.index.name,
+            sessions=counts["sessions"],
+            events=counts["conversation_events"],
+            chunks=counts["chunks"],
+            vectors=counts["chunks_vec"],
+            size_bytes=size,
+        )

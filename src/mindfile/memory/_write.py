@@ -1,0 +1,143 @@
+"""Write-path helpers shared by notes and facts (embedding, sequences, scoped chunks).
+
+Embedding always happens before the caller opens its transaction, so an embedder
+failure leaves the store untouched; everything else runs inside ``db.atomic()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mindfile.embed.base import Vectors, check_vectors, to_blob
+from mindfile.errors import EmbeddingError, InvalidInputError, MindfileError
+from mindfile.index.chunking import content_hash
+from mindfile.index.pipeline import PreparedChunk
+from mindfile.storage import log
+from mindfile.storage.db import Database
+
+if TYPE_CHECKING:
+    from mindfile.engine import Mindfile
+
+__all__ = [
+    "check_text",
+    "embed_texts",
+    "ensure_session",
+    "insert_chunks",
+    "next_sequence",
+    "scoped_chunks",
+    "touch_session",
+]
+
+NEXT_SEQUENCE = """
+SELECT max(
+    coalesce((SELECT max(sequence) FROM conversation_events WHERE session_id = ?1), 0),
+    coalesce((SELECT json_extract(state_json, '$.last_sequence') FROM session_state
+              WHERE session_id = ?1), 0)
+) + 1
+"""
+
+# Explicit columns: items indexed here carry no neighbouring-event context.
+INSERT_CHUNK = """
+INSERT INTO chunks (chunk_id, session_id, chunk_text, content_hash, sequence_start,
+                    sequence_end, metadata_json, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+RETURNING id
+"""
+
+ENSURE_SESSION = """
+INSERT INTO sessions (session_id, agent_identity, created_at, updated_at)
+VALUES (?1, NULL, ?2, ?2)
+ON CONFLICT (session_id) DO NOTHING
+"""
+
+
+def check_text(value: str, what: str) -> str:
+    """``value`` if it is valid unicode (SQLite stores UTF-8; lone surrogates cannot)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"{what} contains invalid unicode (lone surrogates)") from exc
+    return value
+
+
+def embed_texts(engine: Mindfile, texts: Sequence[str]) -> Vectors:
+    """Document vectors for ``texts`` (validated), or :class:`EmbeddingError`."""
+    dims = engine.embedder.dimensions
+    if not texts:
+        return np.zeros((0, dims), dtype=np.float32)
+    try:
+        raw = engine.embedder.embed_documents(list(texts))
+    except MindfileError:
+        raise
+    except Exception as exc:  # a provider's own failure: nothing has been written
+        raise EmbeddingError(f"embedding failed: {exc}") from exc
+    return check_vectors(raw, len(texts), dims, engine.embedder.model_id)
+
+
+def next_sequence(db: Database, session_id: str) -> int:
+    """The session's next sequence: above every event and the recorded last sequence.
+
+    Using ``session_state.last_sequence`` too keeps sequences monotonic after deletes
+    (a deleted note's sequence is never handed out again).
+    """
+    return int(db.scalar(NEXT_SEQUENCE, (session_id,)))
+
+
+def scoped_chunks(
+    texts: Sequence[str], identity: str, metadata_json: str
+) -> tuple[PreparedChunk, ...]:
+    """Chunks whose content hash includes ``identity``.
+
+    The core de-duplicates chunks by ``(session_id, content_hash)``; hashing the note
+    (or fact) identity in keeps two items with the same text from sharing a chunk, so
+    deleting one never removes the other's searchable content.
+    """
+    return tuple(
+        PreparedChunk(text, content_hash(f"{identity}\x00{text}"), metadata_json) for text in texts
+    )
+
+
+def ensure_session(db: Database, session_id: str, now: str) -> None:
+    """Create the session row if missing, without touching an existing one."""
+    db.execute(ENSURE_SESSION, (session_id, now))
+
+
+def touch_session(db: Database, session_id: str, now: str) -> None:
+    """Create the session row if missing, else bump its ``updated_at``."""
+    db.execute(log.UPSERT_SESSION, (session_id, None, now))
+
+
+def insert_chunks(
+    db: Database,
+    session_id: str,
+    chunks: Sequence[PreparedChunk],
+    vectors: Vectors,
+    model_id: str,
+    sequence: int,
+    now: str,
+) -> int:
+    """Insert chunks and their vectors with no backing event; returns rows added."""
+    added = 0
+    for chunk, vector in zip(chunks, vectors, strict=True):
+        if db.scalar(log.FIND_CHUNK, (session_id, chunk.content_hash)) is not None:
+            continue  # the same text twice within one item
+        rowid = db.scalar(
+            INSERT_CHUNK,
+            (
+                log.chunk_id_for(session_id, chunk.content_hash),
+                session_id,
+                chunk.text,
+                chunk.content_hash,
+                sequence,
+                sequence,
+                chunk.metadata_json,
+                now,
+            ),
+        )
+        db.execute(log.INSERT_VECTOR, (rowid, to_blob(vector), model_id))
+        added += 1
+    db.execute(log.SET_LAST_SEQUENCE, (session_id, sequence, now))
+    return added

@@ -1,0 +1,115 @@
+"""Rolling-summary state with an epoch compare-and-swap.
+
+The state lives in ``session_state.state_json`` under ``summary_state`` as
+``{"summary", "epoch", "upper_sequence", "updated_at"}``. A write names the epoch it
+read; it applies only if that is still the stored epoch (a missing state is epoch 0)
+and then stores ``expected_epoch + 1``. The check and the write are one conditional
+``UPDATE`` inside a ``BEGIN IMMEDIATE`` transaction, so of any number of writers (threads
+or processes) holding the same expected epoch exactly one applies; the others get
+``applied=False`` and the current epoch, and should re-read before trying again.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from mindfile.errors import InvalidInputError, LimitExceededError
+from mindfile.index.pipeline import check_id, dump_json
+from mindfile.memory._write import check_text, ensure_session
+from mindfile.memory.types import SummaryState, SummaryWriteOutcome
+from mindfile.storage.db import utcnow
+
+if TYPE_CHECKING:
+    from mindfile.engine import Mindfile
+
+__all__ = ["MAX_SUMMARY_CHARS", "read_summary_state", "write_summary_state"]
+
+MAX_SUMMARY_CHARS = 200_000
+_MAX_EPOCH = 2**62
+
+READ = """
+SELECT json_extract(state_json, '$.summary_state') FROM session_state WHERE session_id = ?
+"""
+
+ENSURE_STATE = """
+INSERT INTO session_state (session_id, state_json, updated_at) VALUES (?1, '{}', ?2)
+ON CONFLICT (session_id) DO NOTHING
+"""
+
+COMPARE_AND_SWAP = """
+UPDATE session_state
+SET state_json = json_set(state_json, '$.summary_state', json(?3)), updated_at = ?4
+WHERE session_id = ?1
+  AND coalesce(json_extract(state_json, '$.summary_state.epoch'), 0) = ?2
+"""
+
+CURRENT_EPOCH = """
+SELECT coalesce(json_extract(state_json, '$.summary_state.epoch'), 0)
+FROM session_state WHERE session_id = ?
+"""
+
+
+def read_summary_state(engine: Mindfile, session_id: str) -> SummaryState | None:
+    """The session's rolling summary, or None if none was ever written."""
+    check_id(session_id, "session_id")
+    raw = engine.db.scalar(READ, (session_id,))
+    if raw is None:
+        return None
+    data: dict[str, Any] = json.loads(raw)
+    return SummaryState(
+        summary=str(data.get("summary", "")),
+        upper_sequence=int(data.get("upper_sequence", -1)),
+        epoch=int(data.get("epoch", 0)),
+        updated_at=data.get("updated_at"),
+    )
+
+
+def write_summary_state(
+    engine: Mindfile, session_id: str, state: SummaryState, expected_epoch: int
+) -> SummaryWriteOutcome:
+    """Store ``state`` with epoch ``expected_epoch + 1`` if the stored epoch is expected.
+
+    ``state.epoch`` and ``state.updated_at`` are ignored (Mindfile assigns both). With
+    ``expected_epoch == 0`` a missing session is created.
+    """
+    check_id(session_id, "session_id")
+    _check(state, expected_epoch)
+    now = utcnow()
+    blob = dump_json(
+        {
+            "summary": state.summary,
+            "epoch": expected_epoch + 1,
+            "upper_sequence": state.upper_sequence,
+            "updated_at": now,
+        },
+        "summary state",
+    )
+    db = engine.db
+    with db.atomic():
+        if expected_epoch == 0:
+            ensure_session(db, session_id, now)
+            db.execute(ENSURE_STATE, (session_id, now))
+        db.execute(COMPARE_AND_SWAP, (session_id, expected_epoch, blob, now))
+        applied = db.changes() > 0
+        epoch = db.scalar(CURRENT_EPOCH, (session_id,))
+    return SummaryWriteOutcome(applied=applied, epoch=int(epoch or 0))
+
+
+def _check(state: Any, expected_epoch: Any) -> None:
+    if not isinstance(state, SummaryState):
+        raise InvalidInputError("state must be a SummaryState")
+    if not isinstance(state.summary, str):
+        raise InvalidInputError("summary must be a string")
+    if len(state.summary) > MAX_SUMMARY_CHARS:
+        raise LimitExceededError(f"a summary is at most {MAX_SUMMARY_CHARS} characters")
+    check_text(state.summary, "summary")
+    seq = state.upper_sequence
+    if isinstance(seq, bool) or not isinstance(seq, int) or not -1 <= seq < 2**63:
+        raise InvalidInputError("upper_sequence must be an integer >= -1")
+    if (
+        isinstance(expected_epoch, bool)
+        or not isinstance(expected_epoch, int)
+        or not 0 <= expected_epoch < _MAX_EPOCH
+    ):
+        raise InvalidInputError("expected_epoch must be a non-negative integer")

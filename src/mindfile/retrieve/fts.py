@@ -1,0 +1,104 @@
+"""Full-text leg: turn any user text into a safe FTS5 query and run BM25.
+
+User text is never passed to FTS5 as syntax. It is split into word tokens, common
+English stop words are dropped (unless nothing else is left), and each token is quoted
+and OR-ed, so quotes, operators, parentheses, ``NEAR``, column filters and emoji are all
+just text. BM25 then ranks by how many (and how rare) of the words a chunk has.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from mindfile.storage.db import Database
+
+__all__ = [
+    "MAX_QUERY_TERMS",
+    "STOPWORDS",
+    "fts_query",
+    "fts_search",
+    "query_words",
+    "tag_clause",
+]
+
+MAX_QUERY_TERMS = 48
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+_STOPWORD_TEXT = """
+    a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for
+    from further had has have having he her here hers herself him himself his how i if in
+    into is it its itself just me might more most my myself no nor not now of off on once
+    only or other our ours ourselves out over own same she should so some such than that
+    the their theirs them themselves then there these they this those through to too under
+    until up very was we were what when where which while who whom why will with would you
+    your yours yourself yourselves s t d ll m re ve"""
+
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+def query_words(text: str) -> list[str]:
+    """The words a query searches for: lower-cased, stop words dropped (unless nothing
+    else is left), de-duplicated, at most ``MAX_QUERY_TERMS``. Both BM25 backends use it."""
+    words = [w.lower() for w in _WORD.findall(text)]
+    content = [w for w in words if w not in STOPWORDS] or words
+    return list(dict.fromkeys(content))[:MAX_QUERY_TERMS]
+
+
+def fts_query(text: str) -> str | None:
+    """A safe FTS5 MATCH expression for ``text``, or ``None`` if it has no words."""
+    words = query_words(text)
+    return " OR ".join(f'"{w}"' for w in words) if words else None
+
+
+def tag_clause(tags: Sequence[str], alias: str = "c") -> tuple[str, list[str]]:
+    """SQL requiring every tag in ``{alias}.metadata_json -> tags``."""
+    sql = "".join(
+        f" AND EXISTS (SELECT 1 FROM json_each({alias}.metadata_json, '$.tags') WHERE value = ?)"
+        for _ in tags
+    )
+    return sql, list(tags)
+
+
+def session_clause(session_ids: Sequence[str] | None, alias: str = "c") -> tuple[str, list[str]]:
+    """SQL restricting ``{alias}.session_id`` to ``session_ids`` (none = no restriction)."""
+    if session_ids is None:
+        return "", []
+    if len(session_ids) == 1:
+        return f" AND {alias}.session_id = ?", list(session_ids)
+    marks = ",".join("?" * len(session_ids))
+    return f" AND {alias}.session_id IN ({marks})", list(session_ids)
+
+
+#: BM25 column weights: the chunk's own text, then its neighbours' (see storage.log).
+COLUMN_WEIGHTS = (1.0, 0.5, 0.3)
+
+
+def fts_search(
+    db: Database,
+    text: str,
+    limit: int,
+    *,
+    session_ids: Sequence[str] | None,
+    tags: Sequence[str],
+    weights: tuple[float, float, float] = COLUMN_WEIGHTS,
+) -> list[tuple[int, float]]:
+    """``(chunk_rowid, bm25)`` best first; bm25 is negated so higher is better.
+
+    ``weights`` weigh the chunk text and its before/after context columns.
+    """
+    match = fts_query(text)
+    if match is None or limit <= 0:
+        return []
+    s_sql, s_params = session_clause(session_ids)
+    t_sql, t_params = tag_clause(tags)
+    bm25 = "bm25(chunks_fts, ?, ?, ?)"
+    sql = (
+        f"SELECT c.id, -{bm25} AS score FROM chunks_fts "
+        "JOIN chunks AS c ON c.id = chunks_fts.rowid "
+        f"WHERE chunks_fts MATCH ?{s_sql}{t_sql} ORDER BY {bm25} LIMIT ?"
+    )
+    rows = db.query(sql, [*weights, match, *s_params, *t_params, *weights, limit])
+    return [(int(r), float(s)) for r, s in rows]

@@ -1,0 +1,301 @@
+"""The read path: one entry point for vector, full-text and hybrid search."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, get_args
+
+import numpy as np
+
+from mindfile.embed.base import Embedder, Vector, normalize
+from mindfile.errors import EmbeddingError, InvalidInputError, MindfileError
+from mindfile.index.chunking import normalize_text
+from mindfile.index.pipeline import check_id, normalize_tags
+from mindfile.manage.expiry import hidden_rowids
+from mindfile.retrieve.degraded import degrade
+from mindfile.retrieve.fts import fts_search, session_clause, tag_clause
+from mindfile.retrieve.fusion import Fused, rrf_fusion, weighted_fusion
+from mindfile.storage.db import Database, utcnow
+from mindfile.storage.log import chunk_rows
+from mindfile.types import FusionMode, ScoreBreakdown, SearchHit, SearchMode
+from mindfile.vector.base import VectorFilter, VectorIndex
+
+if TYPE_CHECKING:
+    from mindfile.retrieve.lexical import Bm25Index
+
+__all__ = ["MAX_TOP_K", "SearchRequest", "SearchResults", "run_search"]
+
+MAX_TOP_K = 1000
+MIN_CANDIDATES = 50
+
+
+class SearchResults(list[SearchHit]):
+    """A list of hits that also says how it was made.
+
+    ``mode`` is the mode that actually ran; ``degraded`` explains why it differs from
+    the requested one (e.g. the embedder failed and search fell back to full-text).
+    """
+
+    def __init__(
+        self,
+        hits: Sequence[SearchHit] = (),
+        *,
+        mode: str = "hybrid",
+        degraded: str | None = None,
+        weights: tuple[float, float] | None = None,
+    ) -> None:
+        super().__init__(hits)
+        self.mode = mode
+        self.degraded = degraded
+        #: The (vector, BM25) fusion weights that were used.
+        self.weights = weights
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"mode", "degraded", "weights", "hits": [...]}``."""
+        return {
+            "mode": self.mode,
+            "degraded": self.degraded,
+            "weights": None if self.weights is None else list(self.weights),
+            "hits": [h.to_dict() for h in self],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """A validated search."""
+
+    query: str
+    session_ids: tuple[str, ...] | None
+    tags: tuple[str, ...]
+    top_k: int
+    mode: SearchMode
+    fusion: FusionMode
+    vector_weight: float
+    fts_weight: float
+    min_score: float | None
+    query_embedding: Vector | None
+
+    @classmethod
+    def build(
+        cls,
+        query: Any,
+        *,
+        session_id: str | Sequence[str] | None,
+        tags: Sequence[str] | None,
+        top_k: Any,
+        mode: Any,
+        fusion: Any,
+        vector_weight: Any,
+        fts_weight: Any,
+        min_score: Any,
+        query_embedding: Any,
+        dims: int,
+        default_weights: tuple[float, float] = (0.7, 0.3),
+    ) -> SearchRequest:
+        if not isinstance(query, str):
+            raise InvalidInputError(f"query must be a string, not {type(query).__name__}")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+            raise InvalidInputError(f"top_k must be an integer from 1 to {MAX_TOP_K}")
+        if mode not in get_args(SearchMode):
+            raise InvalidInputError(f"mode must be one of {get_args(SearchMode)}, not {mode!r}")
+        if fusion not in get_args(FusionMode):
+            raise InvalidInputError(f"fusion must be one of {get_args(FusionMode)}")
+        weights = _weights(vector_weight, fts_weight, default_weights)
+        if min(weights) < 0:
+            raise InvalidInputError("weights must not be negative")
+        floor = None if min_score is None else _number(min_score, "min_score")
+        return cls(
+            query=query,
+            session_ids=_sessions(session_id),
+            tags=tuple(normalize_tags(tags, strict=False)),
+            top_k=top_k,
+            mode=mode,
+            fusion=fusion,
+            vector_weight=weights[0],
+            fts_weight=weights[1],
+            min_score=floor,
+            query_embedding=_embedding(query_embedding, dims),
+        )
+
+
+def _weights(vector: Any, fts: Any, default: tuple[float, float]) -> tuple[float, float]:
+    """Both given: as given. One given: the other is its complement to 1. None: default."""
+    if vector is None and fts is None:
+        return default
+    if vector is None:
+        f = _number(fts, "fts_weight")
+        return max(0.0, 1.0 - f), f
+    v = _number(vector, "vector_weight")
+    if fts is None:
+        return v, max(0.0, 1.0 - v)
+    return v, _number(fts, "fts_weight")
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(f"{what} must be a finite number")
+    return float(value)
+
+
+def _sessions(session_id: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    if session_id is None:
+        return None
+    if isinstance(session_id, str):
+        return (check_id(session_id, "session_id"),)
+    if isinstance(session_id, bytes | bytearray) or not isinstance(session_id, Sequence):
+        raise InvalidInputError("session_id must be a string, a list of strings, or None")
+    return tuple(check_id(s, "session_id") for s in session_id)
+
+
+def _embedding(value: Any, dims: int) -> Vector | None:
+    if value is None:
+        return None
+    try:
+        arr = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError("query_embedding must be a sequence of numbers") from exc
+    if arr.shape != (dims,) or not np.all(np.isfinite(arr)):
+        raise InvalidInputError(f"query_embedding must be {dims} finite numbers")
+    return normalize(arr)
+
+
+def run_search(
+    db: Database,
+    index: VectorIndex,
+    embedder: Embedder,
+    req: SearchRequest,
+    lexical: Bm25Index | None = None,
+) -> SearchResults:
+    """Run both legs as the mode asks, fuse, and build hits.
+
+    The BM25 leg runs on the in-memory ``lexical`` index when given, else on FTS5.
+    """
+    pool = max(req.top_k * 3, MIN_CANDIDATES)
+    # Expired chunks are hidden until the sweep deletes them (docs/memory-management.md):
+    # each leg over-fetches by how many there are (usually none) and drops them, so
+    # its top `pool` stays exact.
+    hidden = hidden_rowids(db, utcnow())
+    fetch = pool + len(hidden)
+    mode: str = req.mode
+    degraded: str | None = None
+    vector_hits: list[tuple[int, float]] = []
+    fts_hits: list[tuple[int, float]] = []
+    where = _filter(db, req)
+    if where is not None and where.rowids is not None and len(where.rowids) == 0:
+        return SearchResults([], mode=mode, weights=(req.vector_weight, req.fts_weight))
+    warm_after: Bm25Index | None = None
+    if lexical is not None and not lexical.usable():
+        # Building (or catching up a bulk ingest) takes seconds: rank with FTS5 meanwhile,
+        # and start it only after this search (a Python build thread would hold the GIL
+        # against this thread's row-by-row reads).
+        warm_after, lexical = lexical, None
+    if req.mode in ("vector", "hybrid"):
+        try:
+            vector_hits = _vector_leg(index, embedder, req, fetch, where)
+        except EmbeddingError as exc:
+            if req.mode == "vector":
+                raise
+            mode, degraded = "fts", f"vector search unavailable: {exc.message}"
+    if mode in ("fts", "hybrid"):
+        if lexical is not None:
+            fts_hits = lexical.search(req.query, fetch, where=where)
+        else:
+            fts_hits = fts_search(db, req.query, fetch, session_ids=req.session_ids, tags=req.tags)
+    if hidden:
+        vector_hits = [h for h in vector_hits if h[0] not in hidden][:pool]
+        fts_hits = [h for h in fts_hits if h[0] not in hidden][:pool]
+    if req.fusion == "rrf":
+        fused = rrf_fusion(vector_hits, fts_hits, req.vector_weight, req.fts_weight)
+    elif mode == "hybrid":
+        fused = weighted_fusion(vector_hits, fts_hits, req.vector_weight, req.fts_weight)
+    else:  # a single leg: its own min-max normalised score, weight 1
+        fused = weighted_fusion(vector_hits, fts_hits, 1.0, 1.0)
+    # Vectors missing (embedder down, jobs pending): see mindfile.retrieve.degraded.
+    fused, degraded = degrade(db, fused, fts_hits, req, mode=mode, degraded=degraded)
+    results = SearchResults(
+        _hits(db, fused, req),
+        mode=mode,
+        degraded=degraded,
+        weights=(req.vector_weight, req.fts_weight),
+    )
+    if warm_after is not None:
+        warm_after.warm()
+    return results
+
+
+def _filter(db: Database, req: SearchRequest) -> VectorFilter | None:
+    """Sessions filter in memory; tag filters run in SQL and become allowed rowids."""
+    if req.tags:
+        s_sql, s_params = session_clause(req.session_ids)
+        t_sql, t_params = tag_clause(req.tags)
+        rows = db.query(f"SELECT c.id FROM chunks AS c WHERE 1{s_sql}{t_sql}", s_params + t_params)
+        return VectorFilter(rowids=np.array([r[0] for r in rows], dtype=np.int64))
+    if req.session_ids is not None:
+        return VectorFilter(session_ids=req.session_ids)
+    return None
+
+
+def _vector_leg(
+    index: VectorIndex,
+    embedder: Embedder,
+    req: SearchRequest,
+    pool: int,
+    where: VectorFilter | None,
+) -> list[tuple[int, float]]:
+    query_vec = req.query_embedding
+    if query_vec is None:
+        try:
+            query_vec = embedder.embed_query(normalize_text(req.query))
+        except MindfileError:
+            raise
+        except Exception as exc:  # a provider's own failure
+            raise EmbeddingError(f"query embedding failed: {exc}") from exc
+    return index.search(query_vec, pool, where=where)
+
+
+def _hits(db: Database, fused: dict[int, Fused], req: SearchRequest) -> list[SearchHit]:
+    if not fused:
+        return []
+    ranked = sorted(fused.values(), key=lambda f: -f.score)
+    if req.min_score is not None:
+        floor = req.min_score
+        ranked = [f for f in ranked if f.score >= floor]
+    # Load only what can make the cut: the top_k, plus anything tied with the last
+    # (ties go to the more recent chunk, which needs sequence_end).
+    cut = req.top_k
+    while cut < len(ranked) and ranked[cut].score == ranked[req.top_k - 1].score:
+        cut += 1
+    rows = chunk_rows(db, [f.rowid for f in ranked[:cut]])
+    items = [f for f in ranked[:cut] if f.rowid in rows]
+    if len(items) < min(cut, req.top_k) and cut < len(ranked):
+        # Some candidates vanished (deleted since the legs ran): fall back to all.
+        rows = chunk_rows(db, [f.rowid for f in ranked])
+        items = [f for f in ranked if f.rowid in rows]
+    items.sort(key=lambda f: (-f.score, -int(rows[f.rowid][5]), -f.rowid))
+    hits = []
+    for f in items[: req.top_k]:
+        _, chunk_id, session_id, text, seq_start, seq_end, meta = rows[f.rowid]
+        hits.append(
+            SearchHit(
+                chunk_id=chunk_id,
+                session_id=session_id,
+                text=text,
+                sequence_start=int(seq_start),
+                sequence_end=int(seq_end),
+                metadata=json.loads(meta),
+                score=f.score,
+                breakdown=ScoreBreakdown(
+                    vector=f.vector,
+                    fts=f.fts,
+                    vector_norm=f.vector_norm,
+                    fts_norm=f.fts_norm,
+                    fused=f.score,
+                    vector_rank=f.vector_rank,
+                    fts_rank=f.fts_rank,
+                ),
+            )
+        )
+    return hits

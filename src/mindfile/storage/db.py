@@ -1,0 +1,232 @@
+"""One apsw connection with the pragmas, locking and transactions Mindfile relies on.
+
+apsw is used everywhere (not the stdlib ``sqlite3``) because it bundles a recent SQLite
+with FTS5 and JSON and can load extensions such as sqlite-vec on every platform.
+
+A :class:`Database` is safe to share between threads: every statement and every
+transaction runs under one re-entrant lock, so a transaction opened by one thread never
+sees statements from another. Between processes, SQLite's own locking applies (WAL mode,
+``BEGIN IMMEDIATE`` for writes, a busy time-out).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from mindfile.errors import ConflictError, StorageError
+
+__all__ = ["Database", "Row", "utcnow"]
+
+Row = tuple[Any, ...]
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+def utcnow() -> str:
+    """The current UTC time as ISO-8601 with microseconds (sortable as text)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+class Database:
+    """A thread-safe wrapper around one apsw connection."""
+
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+        self.path = str(path)
+        self.in_memory = self.path == ":memory:" or self.path == ""
+        flags = (
+            apsw.SQLITE_OPEN_READONLY
+            if readonly
+            else (apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
+        )
+        flags |= apsw.SQLITE_OPEN_URI
+        if not self.in_memory:
+            Path(self.path).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn = apsw.Connection(self.path, flags=flags)
+            self._conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+            if not self.in_memory and not readonly:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA temp_store=MEMORY")
+        except apsw.Error as exc:
+            raise StorageError(f"cannot open database {self.path!r}: {exc}") from exc
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._commits = 0
+        self._rollbacks = 0
+        self._writing = 0
+        self._closed = False
+        self.extensions: set[str] = set()
+
+    # -- statements ---------------------------------------------------------------------
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> None:
+        """Run one or more statements, discarding rows."""
+        with self._lock, _translate():
+            for _ in self._conn.execute(sql, params):
+                pass
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement once per parameter row."""
+        if not rows:
+            return
+        with self._lock, _translate():
+            self._conn.executemany(sql, rows)
+
+    def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Row]:
+        """Run a statement and return all rows as tuples."""
+        with self._lock, _translate():
+            return list(self._conn.execute(sql, params))
+
+    def query_one(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Row | None:
+        """Run a statement and return its first row, or None."""
+        with self._lock, _translate():
+            for row in self._conn.execute(sql, params):
+                return tuple(row)
+        return None
+
+    def scalar(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+        """The first column of the first row, or None."""
+        row = self.query_one(sql, params)
+        return None if row is None else row[0]
+
+    def changes(self) -> int:
+        """Rows changed by the last statement on this connection."""
+        return int(self._conn.changes())
+
+    def data_version(self) -> int:
+        """``PRAGMA data_version``: changes when another connection commits."""
+        return int(self.scalar("PRAGMA data_version"))
+
+    @property
+    def commit_count(self) -> int:
+        """Transactions this connection has committed."""
+        return self._commits
+
+    def change_token(self) -> tuple[int, int]:
+        """Changes whenever anything was written: by another connection or this one.
+
+        ``data_version`` alone misses this connection's own writes, so the token adds
+        SQLite's count of rows this connection changed (transactions and autocommit
+        statements alike). Derived indexes compare it to know when to catch up, whoever
+        wrote; nobody has to remember to tell them. Rollbacks count too. Derived indexes
+        do not catch up inside a write transaction (see ``in_write_transaction``): rows
+        they would load could still be rolled back, and their ids reused.
+        """
+        with self._lock, _translate():
+            return self.data_version(), int(self._conn.total_changes()) + self._rollbacks
+
+    # -- transactions -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[Database]:
+        """A write transaction; nested calls become savepoints.
+
+        The outermost level takes SQLite's write lock at once (``BEGIN IMMEDIATE``) so a
+        read-then-write inside it cannot be invalidated by another process.
+        """
+        with self._lock:
+            depth = self._depth
+            name = f"mindfile_sp{depth}"
+            with _translate():
+                self._conn.execute("BEGIN IMMEDIATE" if depth == 0 else f"SAVEPOINT {name}")
+            self._depth += 1
+            self._writing += 1
+            try:
+                yield self
+            except BaseException:
+                self._depth -= 1
+                self._writing -= 1
+                self._rollbacks += 1
+                with contextlib.suppress(apsw.Error):
+                    if depth == 0:
+                        self._conn.execute("ROLLBACK")
+                    else:
+                        self._conn.execute(f"ROLLBACK TO {name}; RELEASE {name}")
+                raise
+            self._depth -= 1
+            self._writing -= 1
+            with _translate():
+                self._conn.execute("COMMIT" if depth == 0 else f"RELEASE {name}")
+            if depth == 0:
+                self._commits += 1
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[Database]:
+        """A read transaction: every query inside sees one consistent state.
+
+        Inside :meth:`atomic` (or another snapshot) it adds nothing.
+        """
+        with self._lock:
+            if self._depth > 0:
+                yield self
+                return
+            with _translate():
+                self._conn.execute("BEGIN")
+            self._depth += 1
+            try:
+                yield self
+            finally:
+                self._depth -= 1
+                with contextlib.suppress(apsw.Error):
+                    self._conn.execute("COMMIT")
+
+    @property
+    def in_transaction(self) -> bool:
+        """Inside :meth:`atomic` or :meth:`snapshot`."""
+        return self._depth > 0
+
+    @property
+    def in_write_transaction(self) -> bool:
+        """Inside :meth:`atomic`: what this connection reads may still be rolled back."""
+        return self._writing > 0
+
+    # -- extensions and lifecycle -------------------------------------------------------
+
+    def load_extension(self, name: str, path: str) -> None:
+        """Load a SQLite extension (e.g. sqlite-vec) into this connection once."""
+        if name in self.extensions:
+            return
+        with self._lock, _translate():
+            self._conn.enable_load_extension(True)
+            try:
+                self._conn.load_extension(path)
+            finally:
+                self._conn.enable_load_extension(False)
+        self.extensions.add(name)
+
+    def fts5_tokenizer(self, name: str, args: list[str]) -> Any:
+        """An FTS5 tokenizer of this connection, callable from Python (apsw)."""
+        with self._lock, _translate():
+            return self._conn.fts5_tokenizer(name, args)
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+@contextlib.contextmanager
+def _translate() -> Iterator[None]:
+    """Turn apsw's exceptions into Mindfile's error tree."""
+    try:
+        yield
+    except apsw.ConstraintError as exc:
+        raise ConflictError(f"constraint violated: {exc}") from exc
+    except apsw.BusyError as exc:
+        raise StorageError(f"database is locked (busy for {BUSY_TIMEOUT_MS} ms): {exc}") from exc
+    except apsw.Error as exc:
+        raise StorageError(f"database error: {exc}") from exc

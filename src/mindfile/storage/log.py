@@ -1,0 +1,325 @@
+"""SQL for the conversation log: sessions, events, chunks and their vectors.
+
+Functions take a :class:`Database` and run inside the caller's transaction where they
+write; the engine owns transaction boundaries.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import blake3
+import numpy as np
+import numpy.typing as npt
+
+from mindfile.errors import ConflictError
+from mindfile.index.pipeline import PreparedEvent
+from mindfile.storage import changes
+from mindfile.storage.db import Database
+from mindfile.types import MemoryRecord, SessionInfo
+
+__all__ = [
+    "chunk_id_for",
+    "delete_session",
+    "list_sessions",
+    "load_events",
+    "write_event",
+    "write_events",
+]
+
+UPSERT_SESSION = """
+INSERT INTO sessions (session_id, agent_identity, created_at, updated_at)
+VALUES (?1, ?2, ?3, ?3)
+ON CONFLICT (session_id) DO UPDATE SET
+    updated_at = excluded.updated_at,
+    agent_identity = coalesce(excluded.agent_identity, sessions.agent_identity)
+"""
+
+MAX_SEQUENCE = "SELECT max(sequence) FROM conversation_events WHERE session_id = ?"
+
+INSERT_EVENT = """
+INSERT INTO conversation_events (session_id, sequence, payload_json, created_at)
+VALUES (?, ?, ?, ?)
+"""
+
+SET_LAST_SEQUENCE = """
+INSERT INTO session_state (session_id, state_json, updated_at)
+VALUES (?1, json_object('last_sequence', ?2), ?3)
+ON CONFLICT (session_id) DO UPDATE SET
+    state_json = json_set(session_state.state_json, '$.last_sequence', ?2),
+    updated_at = ?3
+"""
+
+FIND_CHUNK = "SELECT id FROM chunks WHERE session_id = ? AND content_hash = ?"
+
+FIND_CHUNKS = """
+SELECT content_hash, id FROM chunks
+WHERE session_id = ? AND content_hash IN (SELECT value FROM json_each(?))
+"""
+
+# A chunk shared by several events keeps the highest importance, and expires only when
+# every event holding it has (NULL = never; see docs/memory-management.md).
+EXTEND_CHUNK = """
+UPDATE chunks SET
+    sequence_end = max(sequence_end, ?1),
+    importance = max(importance, ?2),
+    expires_at = CASE WHEN expires_at IS NULL OR ?3 IS NULL THEN NULL
+                      ELSE max(expires_at, ?3) END
+WHERE id = ?4
+"""
+
+INSERT_CHUNK = """
+INSERT INTO chunks (chunk_id, session_id, chunk_text, content_hash, sequence_start,
+                    sequence_end, metadata_json, created_at, context_before,
+                    context_after, importance, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+RETURNING id
+"""
+
+#: How much of a neighbouring event's text a chunk carries as FTS context.
+CONTEXT_CHARS = 400
+
+PREVIOUS_CHUNK_TEXT = """
+SELECT chunk_text FROM chunks WHERE session_id = ? AND sequence_end = ?
+ORDER BY id DESC LIMIT 1
+"""
+
+SET_CONTEXT_AFTER = """
+UPDATE chunks SET context_after = ?
+WHERE session_id = ? AND sequence_end = ? AND context_after = ''
+"""
+
+INSERT_VECTOR = """
+INSERT INTO chunks_vec (chunk_rowid, embedding_blob, embedding_model) VALUES (?, ?, ?)
+"""
+
+# Background indexing (docs/background-indexing.md): a job embeds the chunk later.
+ENQUEUE_JOB = """
+INSERT INTO memory_jobs (chunk_rowid, status, next_retry_at, created_at, updated_at)
+VALUES (?1, 'pending', ?2, ?2, ?2)
+"""
+
+LIST_SESSIONS = """
+SELECT s.session_id, s.agent_identity, s.created_at, s.updated_at,
+       coalesce((SELECT max(sequence) FROM conversation_events e
+                 WHERE e.session_id = s.session_id), -1),
+       (SELECT count(*) FROM conversation_events e WHERE e.session_id = s.session_id)
+FROM sessions AS s
+ORDER BY s.updated_at DESC, s.rowid DESC
+"""
+
+
+def chunk_id_for(session_id: str, chunk_hash: str) -> str:
+    """Chunk ids are deterministic: one chunk per (session, content)."""
+    digest = blake3.blake3(f"{session_id}\x00{chunk_hash}".encode()).hexdigest(length=12)
+    return f"ch_{digest}"
+
+
+def write_event(
+    db: Database,
+    event: PreparedEvent,
+    vectors: npt.NDArray[np.float32] | None,
+    model_id: str,
+    now: str,
+    *,
+    agent_identity: str | None = None,
+    neighbor_context: bool = True,
+) -> int:
+    """Store one prepared event; see :func:`write_events`."""
+    return write_events(
+        db,
+        [event],
+        vectors,
+        model_id,
+        now,
+        agent_identity=agent_identity,
+        neighbor_context=neighbor_context,
+    )
+
+
+@dataclass(slots=True)
+class _SessionCursor:
+    """What the batch writer remembers about a session between its events."""
+
+    last: int | None
+    previous_text: str = ""
+    first: bool = True
+
+
+def write_events(
+    db: Database,
+    events: Sequence[PreparedEvent],
+    vectors: npt.NDArray[np.float32] | None,
+    model_id: str,
+    now: str,
+    *,
+    agent_identity: str | None = None,
+    neighbor_context: bool = True,
+) -> int:
+    """Store prepared events (in order) with their chunks and vectors; returns new chunks.
+
+    Must run inside ``db.atomic()``. Raises :class:`ConflictError` when a sequence is not
+    above its session's highest (the caller's transaction then rolls back). ``vectors``
+    holds one row per chunk of every event, in order.
+
+    Per session the batch upserts the session, reads its last sequence and records the
+    new one once, so a bulk ingest costs about three statements per single-chunk event.
+
+    With ``neighbor_context`` new chunks carry the tail of the session's previous event
+    as ``context_before`` and the head of the next one as ``context_after`` (filled in
+    when that event arrives; both indexed by BM25 with low weights).
+
+    ``vectors=None`` (background indexing) enqueues a ``memory_jobs`` row for each new
+    chunk instead of inserting its vector, in the same transaction.
+    """
+    cursors: dict[str, _SessionCursor] = {}
+    after = _next_heads(events) if neighbor_context else [""] * len(events)
+    known = _existing_chunks(db, events)
+    offset = 0
+    added = 0
+    for i, event in enumerate(events):
+        sid = event.session_id
+        cur = cursors.get(sid)
+        if cur is None:
+            db.execute(UPSERT_SESSION, (sid, agent_identity, now))
+            last = db.scalar(MAX_SEQUENCE, (sid,))
+            cur = cursors[sid] = _SessionCursor(None if last is None else int(last))
+            if neighbor_context and cur.last is not None:
+                prev = db.scalar(PREVIOUS_CHUNK_TEXT, (sid, cur.last))
+                cur.previous_text = str(prev or "")[-CONTEXT_CHARS:]
+        if cur.last is not None and event.sequence <= cur.last:
+            raise ConflictError(
+                f"sequence {event.sequence} is not above session {sid!r}'s "
+                f"last sequence {cur.last}",
+                session_id=sid,
+                sequence=event.sequence,
+                last_sequence=cur.last,
+            )
+        db.execute(INSERT_EVENT, (sid, event.sequence, event.payload_json, now))
+        n = len(event.chunks)
+        rows: list[Any] = [None] * n if vectors is None else list(vectors[offset : offset + n])
+        offset += n
+        if neighbor_context and event.chunks and cur.first and cur.last is not None:
+            db.execute(SET_CONTEXT_AFTER, (event.chunks[0].text[:CONTEXT_CHARS], sid, cur.last))
+        before = cur.previous_text if neighbor_context and cur.last is not None else ""
+        for chunk, vector in zip(event.chunks, rows, strict=True):
+            existing = known.get((sid, chunk.content_hash))
+            if existing is not None:
+                db.execute(
+                    EXTEND_CHUNK, (event.sequence, event.importance, event.expires_at, existing)
+                )
+                continue
+            rowid = int(
+                db.scalar(
+                    INSERT_CHUNK,
+                    (
+                        chunk_id_for(sid, chunk.content_hash),
+                        sid,
+                        chunk.text,
+                        chunk.content_hash,
+                        event.sequence,
+                        event.sequence,
+                        chunk.metadata_json,
+                        now,
+                        before,
+                        after[i],
+                        event.importance,
+                        event.expires_at,
+                    ),
+                )
+            )
+            known[(sid, chunk.content_hash)] = rowid
+            if vector is None:
+                db.execute(ENQUEUE_JOB, (rowid, now))
+            else:
+                db.execute(
+                    INSERT_VECTOR, (rowid, np.asarray(vector, dtype="<f4").tobytes(), model_id)
+                )
+            added += 1
+        cur.last = event.sequence
+        cur.first = False
+        cur.previous_text = event.chunks[-1].text[-CONTEXT_CHARS:] if event.chunks else ""
+    for sid, cur in cursors.items():
+        db.execute(SET_LAST_SEQUENCE, (sid, cur.last, now))
+    changes.prune_now_and_then(db)
+    return added
+
+
+def _next_heads(events: Sequence[PreparedEvent]) -> list[str]:
+    """For each event, the head of the next event of its session in this batch."""
+    out = [""] * len(events)
+    following: dict[str, int] = {}
+    for i in range(len(events) - 1, -1, -1):
+        nxt = following.get(events[i].session_id)
+        if nxt is not None and events[nxt].chunks:
+            out[i] = events[nxt].chunks[0].text[:CONTEXT_CHARS]
+        following[events[i].session_id] = i
+    return out
+
+
+def _existing_chunks(db: Database, events: Sequence[PreparedEvent]) -> dict[tuple[str, str], int]:
+    """Chunks already stored with the batch's (session, content hash) pairs (dedup)."""
+    wanted: dict[str, set[str]] = {}
+    for event in events:
+        wanted.setdefault(event.session_id, set()).update(c.content_hash for c in event.chunks)
+    found: dict[tuple[str, str], int] = {}
+    for sid, hashes in wanted.items():
+        if not hashes:
+            continue
+        for content_hash, rowid in db.query(FIND_CHUNKS, (sid, json.dumps(sorted(hashes)))):
+            found[(sid, str(content_hash))] = int(rowid)
+    return found
+
+
+def load_events(db: Database, session_id: str, limit: int | None) -> list[MemoryRecord]:
+    """Events in sequence order; with ``limit``, the most recent ``limit`` of them."""
+    if limit is None:
+        rows = db.query(
+            "SELECT sequence, payload_json, created_at FROM conversation_events "
+            "WHERE session_id = ? ORDER BY sequence",
+            (session_id,),
+        )
+    else:
+        rows = db.query(
+            "SELECT * FROM (SELECT sequence, payload_json, created_at FROM conversation_events "
+            "WHERE session_id = ? ORDER BY sequence DESC LIMIT ?) ORDER BY sequence",
+            (session_id, limit),
+        )
+    return [MemoryRecord(session_id, int(s), json.loads(p), str(c)) for s, p, c in rows]
+
+
+def list_sessions(db: Database) -> list[SessionInfo]:
+    """Sessions, most recently updated first."""
+    return [
+        SessionInfo(str(sid), agent, str(created), str(updated), int(last), int(count))
+        for sid, agent, created, updated, last, count in db.query(LIST_SESSIONS)
+    ]
+
+
+def delete_session(db: Database, session_id: str) -> bool:
+    """Delete a session and (by cascade) everything that hangs off it."""
+    db.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+    return db.changes() > 0
+
+
+def count_rows(db: Database) -> dict[str, int]:
+    """Row counts for ``info``."""
+    out: dict[str, int] = {}
+    for table in ("sessions", "conversation_events", "chunks", "chunks_vec"):
+        out[table] = int(db.scalar(f"SELECT count(*) FROM {table}"))
+    return out
+
+
+def chunk_rows(db: Database, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+    """Chunk columns by rowid, for building search hits."""
+    if not rowids:
+        return {}
+    rows = db.query(
+        "SELECT id, chunk_id, session_id, chunk_text, sequence_start, sequence_end, "
+        "metadata_json FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps([int(r) for r in rowids]),),
+    )
+    return {int(r[0]): r for r in rows}

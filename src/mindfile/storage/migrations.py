@@ -1,0 +1,115 @@
+"""Numbered, append-only SQL migrations.
+
+Files live in ``mindfile/storage/migrations/NNNN_name.sql``. Each is applied once, in
+order, in its own transaction, and recorded in ``memory_migrations`` with its SHA-256.
+Opening a database whose recorded hash differs from the shipped file (an applied
+migration was edited) or that has versions this Mindfile does not know (a newer Mindfile
+wrote it) raises :class:`~mindfile.errors.SchemaError` before anything is touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+from mindfile.errors import SchemaError
+from mindfile.storage.db import Database, utcnow
+
+__all__ = ["Migration", "apply_migrations", "load_migrations", "schema_version"]
+
+_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+#: Digests of migrations as first shipped, before the rename to Mindfile (0.1.0). Only
+#: their comments changed since; stores that recorded these digests are accepted.
+_EARLIER_SHA256: dict[int, frozenset[str]] = {
+    1: frozenset({"1b09c0caec849a874e1fee33dcd35ce6f367a5e1f95fa8fa70b282a8ec3d0a56"}),
+    6: frozenset({"a33f0450d0a6bf3ccb9f53275faf4e798054bacd13f2342f8c4a0bdc9d1a8bd7"}),
+}
+
+_BOOTSTRAP = """
+CREATE TABLE IF NOT EXISTS memory_migrations (
+    version INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One migration file."""
+
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+def load_migrations() -> list[Migration]:
+    """The shipped migrations, ordered by version (versions must be 1..N without gaps)."""
+    folder = resources.files("mindfile.storage").joinpath("migrations")
+    found: list[Migration] = []
+    for entry in folder.iterdir():
+        match = _NAME.match(entry.name)
+        if match:
+            found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
+    found.sort(key=lambda m: m.version)
+    for expected, migration in enumerate(found, start=1):
+        if migration.version != expected:
+            raise SchemaError(f"migration numbering has a gap or duplicate at {migration.name}")
+    return found
+
+
+def schema_version(db: Database) -> int:
+    """The highest applied migration version (0 for a new database)."""
+    exists = db.scalar(
+        "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='memory_migrations'"
+    )
+    if not exists:
+        return 0
+    return int(db.scalar("SELECT coalesce(max(version), 0) FROM memory_migrations"))
+
+
+def apply_migrations(db: Database, migrations: list[Migration] | None = None) -> int:
+    """Verify applied migrations and apply pending ones; returns the schema version."""
+    migrations = load_migrations() if migrations is None else migrations
+    known = {m.version: m for m in migrations}
+    with db.atomic():
+        db.execute(_BOOTSTRAP)
+        applied = {
+            int(v): (str(name), str(digest))
+            for v, name, digest in db.query("SELECT version, name, sha256 FROM memory_migrations")
+        }
+    for version, (name, digest) in sorted(applied.items()):
+        if version not in known:
+            raise SchemaError(
+                f"database has schema version {max(applied)} but this Mindfile knows only up to "
+                f"{max(known, default=0)}: upgrade mindfile",
+                version=max(applied),
+            )
+        if digest != known[version].sha256 and digest not in _EARLIER_SHA256.get(version, ()):
+            raise SchemaError(
+                f"applied migration {version:04d}_{name} was edited after it was applied; "
+                "migrations are append-only",
+                version=version,
+            )
+    for migration in migrations:
+        if migration.version in applied:
+            continue
+        with db.atomic():
+            # Another process may have applied it while we waited for the write lock.
+            if db.scalar("SELECT 1 FROM memory_migrations WHERE version = ?", (migration.version,)):
+                continue
+            db.execute(migration.sql)
+            db.execute(
+                "INSERT INTO memory_migrations (version, name, sha256, applied_at) "
+                "VALUES (?, ?, ?, ?)",
+                (migration.version, migration.name, migration.sha256, utcnow()),
+            )
+    return schema_version(db)

@@ -1,0 +1,118 @@
+"""Mindfile's public value types: frozen, row-major dataclasses with ``to_dict()``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "FusionMode",
+    "MemoryHybridQueryRequest",
+    "MemoryHybridQueryResult",
+    "MemoryRecord",
+    "ScoreBreakdown",
+    "SearchHit",
+    "SearchMode",
+    "SessionInfo",
+    "StoreInfo",
+]
+
+SearchMode = Literal["hybrid", "vector", "fts"]
+FusionMode = Literal["weighted", "rrf"]
+
+
+class _ToDict:
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict of the fields."""
+        return asdict(self)  # type: ignore[call-overload,no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord(_ToDict):
+    """One stored conversation event."""
+
+    session_id: str
+    sequence: int
+    payload: Any
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo(_ToDict):
+    """A session, as listed by :meth:`mindfile.Mindfile.list_sessions`."""
+
+    session_id: str
+    agent_identity: str | None
+    created_at: str
+    updated_at: str
+    last_sequence: int
+    event_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreBreakdown(_ToDict):
+    """How a hit's score was made.
+
+    ``vector`` is the cosine similarity and ``fts`` the BM25 score (higher is better),
+    each ``None`` when that leg did not return the chunk; ``vector_norm``/``fts_norm``
+    are the per-leg values after min-max normalisation (weighted fusion) or the RRF
+    contributions (RRF fusion); ``fused`` is the final score.
+    """
+
+    vector: float | None
+    fts: float | None
+    vector_norm: float
+    fts_norm: float
+    fused: float
+    vector_rank: int | None = None
+    fts_rank: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit(_ToDict):
+    """One retrieved chunk."""
+
+    chunk_id: str
+    session_id: str
+    text: str
+    sequence_start: int
+    sequence_end: int
+    metadata: dict[str, Any]
+    score: float
+    breakdown: ScoreBreakdown
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHybridQueryRequest(_ToDict):
+    """The seed's request shape for :meth:`mindfile.Mindfile.hybrid_query`."""
+
+    session_id: str | Sequence[str] | None
+    query: str
+    tags: Sequence[str] | None = None
+    query_embedding: Sequence[float] | None = None
+    top_k: int = 10
+    #: None: the embedder's recommended weights (see :meth:`mindfile.Mindfile.search`).
+    vector_weight: float | None = None
+    fts_weight: float | None = None
+
+
+#: The seed's name for a hybrid hit.
+MemoryHybridQueryResult = SearchHit
+
+
+@dataclass(frozen=True, slots=True)
+class StoreInfo(_ToDict):
+    """What ``mindfile info`` prints."""
+
+    path: str
+    schema_version: int
+    embedding_model: str
+    dimensions: int
+    vector_index: str
+    sessions: int
+    events: int
+    chunks: int
+    vectors: int
+    size_bytes: int
+    extra: dict[str, Any] = field(default_factory=dict)

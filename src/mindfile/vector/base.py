@@ -1,0 +1,130 @@
+"""The :class:`VectorIndex` seam.
+
+SQLite's ``chunks_vec`` table is the source of truth; an index is derived from it and
+can always be rebuilt. Indexes catch up lazily before each search (``PRAGMA
+data_version`` tells when another connection committed), so they stay correct when
+another process writes the same file.
+
+Catching up relies on chunk ids only growing: new vectors are the ids above the highest
+an index holds. Vectors that arrive out of id order (background indexing, repairs), are
+rewritten in place or are deleted are logged in ``chunks_vec_changes`` by triggers
+(migration 0005); indexes re-read the logged ids.
+
+Score contract: ``search`` returns ``(chunk_rowid, cosine_similarity)`` pairs, best
+first, similarity in [-1, 1] (vectors are L2-normalised).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from mindfile.embed.base import Vector
+from mindfile.storage.changes import read_since
+from mindfile.storage.db import Database
+
+__all__ = [
+    "VectorFilter",
+    "VectorIndex",
+    "VectorRows",
+    "changes_since",
+    "fetch_rows",
+    "fetch_rows_after",
+    "vector_max",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class VectorFilter:
+    """Restrict a vector search: to some sessions, and/or to explicit chunk rowids."""
+
+    session_ids: Sequence[str] | None = None
+    rowids: npt.NDArray[np.int64] | None = None
+
+
+class VectorIndex(Protocol):
+    """A derived, rebuildable nearest-neighbour index over ``chunks_vec``."""
+
+    name: str
+
+    def search(
+        self, query: Vector, k: int, *, where: VectorFilter | None = None
+    ) -> list[tuple[int, float]]:
+        """The ``k`` nearest chunks as ``(chunk_rowid, similarity)``, best first."""
+        ...
+
+    def invalidate(self) -> None:
+        """Note that this process wrote to ``chunks_vec``: catch up before the next search."""
+        ...
+
+    def rebuild(self) -> None:
+        """Drop everything derived and reload from ``chunks_vec``."""
+        ...
+
+    def size(self) -> int:
+        """How many vectors the index holds after catching up."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRows:
+    """A batch read from ``chunks_vec``: ids ascending, float32 matrix, session ids."""
+
+    ids: npt.NDArray[np.int64]
+    matrix: npt.NDArray[np.float32]
+    sessions: list[str]
+
+
+def fetch_rows_after(db: Database, after: int, dims: int) -> VectorRows:
+    """Vectors with ``chunk_rowid > after``, in id order."""
+    rows = db.query(
+        "SELECT v.chunk_rowid, v.embedding_blob, c.session_id FROM chunks_vec AS v "
+        "JOIN chunks AS c ON c.id = v.chunk_rowid WHERE v.chunk_rowid > ? "
+        "ORDER BY v.chunk_rowid",
+        (after,),
+    )
+    return _rows(rows, dims)
+
+
+def fetch_rows(db: Database, rowids: Sequence[int], dims: int) -> VectorRows:
+    """The vectors of ``rowids`` that exist, in id order."""
+    rows = db.query(
+        "SELECT v.chunk_rowid, v.embedding_blob, c.session_id FROM chunks_vec AS v "
+        "JOIN chunks AS c ON c.id = v.chunk_rowid "
+        "WHERE v.chunk_rowid IN (SELECT value FROM json_each(?)) ORDER BY v.chunk_rowid",
+        (json.dumps([int(r) for r in rowids]),),
+    )
+    return _rows(rows, dims)
+
+
+def changes_since(db: Database, seen: int | None) -> tuple[int, list[int] | None]:
+    """``(newest_seq, rowids)`` of vectors changed after ``seen`` (each id once).
+
+    ``rowids`` is None when the log was pruned past ``seen``: the caller must rebuild.
+    """
+    newest, rows = read_since(db, "chunks_vec_changes", seen)
+    if rows is None:
+        return newest, None
+    return newest, list(dict.fromkeys(int(r[0]) for r in rows))
+
+
+def _rows(rows: Sequence[Sequence[Any]], dims: int) -> VectorRows:
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    if rows:
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(-1, dims)
+        matrix = matrix.astype(np.float32, copy=True)
+    else:
+        matrix = np.zeros((0, dims), dtype=np.float32)
+    return VectorRows(ids, matrix, [r[2] for r in rows])
+
+
+def vector_max(db: Database) -> int:
+    """The highest ``chunk_rowid`` in ``chunks_vec`` (a b-tree seek, not a scan)."""
+    return int(db.scalar("SELECT coalesce(max(chunk_rowid), 0) FROM chunks_vec"))
