@@ -58,6 +58,7 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
     neighbor_context: bool = True,
     indexing: Literal["sync", "background"] = "sync",
     lexical_index: Literal["memory", "fts5"] = "memory",
+    durability: Literal["normal", "full"] = "normal",
 ) -> Mindfile:
     """Open (creating if needed) a memory store.
 
@@ -72,6 +73,10 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
     ``lexical_index`` picks where BM25 ranks: ``"memory"`` (default, an in-memory index
     derived from the file, exact FTS5-compatible scores, fast at any size) or ``"fts5"``
     (SQLite's own ``bm25()``; no memory, slow when query words are common).
+    ``durability`` is ``"normal"`` (default: WAL with ``synchronous=NORMAL``; a power
+    loss or OS crash may lose the last transactions, never corrupt the file; a process
+    crash loses nothing) or ``"full"`` (``synchronous=FULL``: every acknowledged write
+    survives power loss, at the cost of an fsync per commit; see docs/architecture.md).
     """
     if not isinstance(path, str | PathLike):
         raise ConfigError(f"path must be a str or a path, not {type(path).__name__}")
@@ -88,6 +93,7 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
         neighbor_context=neighbor_context,
         indexing=indexing,
         lexical_index=lexical_index,
+        durability=durability,
     )
 
 
@@ -104,14 +110,18 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         neighbor_context: bool = True,
         indexing: Literal["sync", "background"] = "sync",
         lexical_index: Literal["memory", "fts5"] = "memory",
+        durability: Literal["normal", "full"] = "normal",
     ) -> None:
+        if durability not in ("normal", "full"):
+            raise ConfigError(f"durability must be 'normal' or 'full', not {durability!r}")
         if indexing not in ("sync", "background"):
             raise ConfigError(f"indexing must be 'sync' or 'background', not {indexing!r}")
         if lexical_index not in ("memory", "fts5"):
             raise ConfigError(f"lexical_index must be 'memory' or 'fts5', not {lexical_index!r}")
         self.indexing = indexing
         self.path = str(path)
-        self.db = Database(self.path)
+        self.durability = durability
+        self.db = Database(self.path, synchronous="FULL" if durability == "full" else "NORMAL")
         try:
             self.schema_version = apply_migrations(self.db)
             self.embedder = self._bind_embedder(embedder)
@@ -431,4 +441,9 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             chunks=counts["chunks"],
             vectors=counts["chunks_vec"],
             size_bytes=size,
+            extra={
+                "durability": self.durability,
+                # ready / building / not built / failed: <reason>; "fts5" when off.
+                "lexical_index": "fts5" if self.lexical is None else self.lexical.state(),
+            },
         )

@@ -19,6 +19,7 @@ rebuild once they outnumber a quarter of the documents.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -34,7 +35,7 @@ import numpy.typing as npt
 
 from mindfile.retrieve.fts import COLUMN_WEIGHTS, query_words
 from mindfile.storage.changes import read_since
-from mindfile.storage.db import Database
+from mindfile.storage.db import Database, Row
 from mindfile.vector.base import VectorFilter
 
 __all__ = ["Bm25Index"]
@@ -45,6 +46,11 @@ K1 = 1.2
 BACKLOG = 20_000
 B = 0.75
 IDF_FLOOR = 1e-6
+#: First delay before retrying a failed background build, and its cap (doubling).
+RETRY_SECONDS = 1.0
+RETRY_MAX_SECONDS = 300.0
+
+logger = logging.getLogger("mindfile.retrieve")
 _COLUMNS = "chunk_text, context_before, context_after"
 
 
@@ -62,8 +68,12 @@ class Bm25Index:
         tokenizer = db.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
         self._tokenize = tokenizer
         self._stem = lru_cache(maxsize=65536)(self._stem_uncached)
+        self._sync = threading.Lock()  # one catch-up at a time (see "catching up")
         self._builder: threading.Thread | None = None
         self._closing = False
+        self._failure: str | None = None
+        self._failures = 0
+        self._retry_at = 0.0
         self._reset()
 
     # -- tokenizing ---------------------------------------------------------------------
@@ -118,6 +128,14 @@ class Bm25Index:
         """Whether the first build has finished."""
         return self._ready
 
+    def state(self) -> str:
+        """``ready``, ``building``, ``not built`` or ``failed: <reason>`` (shown by info())."""
+        if self._builder is not None:
+            return "building"
+        if self._failure is not None:
+            return f"failed: {self._failure}"
+        return "ready" if self._ready else "not built"
+
     def usable(self) -> bool:
         """Whether a search now would answer without a long catch-up.
 
@@ -133,22 +151,42 @@ class Bm25Index:
         """Build or catch up in a background thread (one at a time); returns at once.
 
         The first build costs a few seconds at 100k chunks (tokenising every chunk and
-        its context in Python); meanwhile callers rank with FTS5.
+        its context in Python); meanwhile callers rank with FTS5. After a failed build
+        the next attempt waits ``RETRY_SECONDS`` (doubling up to ``RETRY_MAX_SECONDS``).
         """
         if self._builder is not None or self._closing:
+            return
+        if self._failure is not None and time.monotonic() < self._retry_at:
             return
         with self._lock:
             if self._builder is None:
                 self._builder = threading.Thread(
-                    target=self._build_quietly, name="mindfile-bm25-build", daemon=True
+                    target=self._build_in_background, name="mindfile-bm25-build", daemon=True
                 )
                 self._builder.start()
 
-    def _build_quietly(self) -> None:
+    def _build_in_background(self) -> None:
         try:
             self.size()
-        except Exception:  # closed underneath us, or a storage error: searches fall back
-            pass
+        except Exception as exc:  # any failure: searches keep using FTS5, and we say so
+            if self._closing:
+                return  # the store closed underneath the build: nothing to report
+            self._failures += 1
+            delay = min(RETRY_SECONDS * 2 ** (self._failures - 1), RETRY_MAX_SECONDS)
+            self._failure = f"{type(exc).__name__}: {exc}"
+            self._retry_at = time.monotonic() + delay
+            logger.error(
+                "in-memory BM25 index build failed (attempt %d; searches use FTS5, "
+                "retry in %.1f s): %s",
+                self._failures,
+                delay,
+                self._failure,
+                exc_info=exc,
+            )
+        else:
+            if self._failure is not None:
+                logger.info("in-memory BM25 index built after %d failure(s)", self._failures)
+            self._failure, self._failures = None, 0
         finally:
             self._builder = None
 
@@ -158,14 +196,15 @@ class Bm25Index:
 
     def rebuild(self) -> None:
         """Drop everything and reload from SQLite."""
-        with self._lock:
-            self._reset()
-            self._catch_up()
+        with self._sync:
+            with self._lock:
+                self._reset()
+            self._catch_up_serialised()
 
     def size(self) -> int:
         """Live documents after catching up."""
+        self._catch_up()
         with self._lock:
-            self._catch_up()
             return self._n_alive
 
     def close(self) -> None:
@@ -176,52 +215,84 @@ class Bm25Index:
         with self._lock:
             self._reset()
 
+    # -- catching up --------------------------------------------------------------------
+    #
+    # Lock order (docs/architecture.md): ``_sync`` (one catch-up at a time), then the
+    # database's lock to *read* what changed, released before ``_lock`` is taken to
+    # *apply* it. Nothing holding ``_lock`` touches the database, and a thread that
+    # already holds the database's lock (inside a transaction) never waits for
+    # ``_sync``: it serves the index as it is.
+
     def _catch_up(self) -> None:
-        if self._db.in_write_transaction:
-            return  # serve the last committed state: uncommitted rows may roll back
-        version = self._db.change_token()
-        if not self._dirty and version == self._data_version:
-            return
-        with self._db.snapshot():
-            seen = self._changes_seen if self._max_rowid else None
-            newest, logged = read_since(self._db, "chunks_changes", seen, "chunk_rowid, op")
-            if logged is None:
-                self._reset()  # the log was pruned past what we saw: reload everything
-                logged = []
-            reread: set[int] = set()
-            for rowid, op in logged:
-                self._remove(int(rowid))
-                if op == "u" and rowid <= self._max_rowid:
-                    reread.add(int(rowid))
-            self._changes_seen = newest
-            rows = self._db.query(
-                f"SELECT id, session_id, {_COLUMNS} FROM chunks WHERE id > ? ORDER BY id",
-                (self._max_rowid,),
-            )
-            if reread:
-                rows += self._db.query(
-                    f"SELECT id, session_id, {_COLUMNS} FROM chunks "
-                    "WHERE id IN (SELECT value FROM json_each(?))",
-                    (f"[{','.join(map(str, sorted(reread)))}]",),
+        if self._db.held_by_me():
+            return  # inside the caller's transaction: uncommitted rows may roll back
+        with self._sync:
+            self._catch_up_serialised()
+
+    def _catch_up_serialised(self) -> None:
+        while True:
+            read = self._read_changes()
+            if read is None:
+                return
+            if self._apply(*read):
+                return
+
+    def _read_changes(self) -> tuple[tuple[int, int], int, list[Row], list[Row]] | None:
+        """``(token, newest_seq, logged, rows)`` to apply, or None when up to date."""
+        with self._db.lock:
+            if self._db.in_write_transaction:
+                return None
+            version = self._db.change_token()
+            if not self._dirty and version == self._data_version:
+                return None
+            with self._db.snapshot():
+                seen = self._changes_seen if self._max_rowid else None
+                newest, logged = read_since(self._db, "chunks_changes", seen, "chunk_rowid, op")
+                if logged is None:  # the log was pruned past what we saw: reload everything
+                    with self._lock:
+                        self._reset()
+                    logged = []
+                reread = sorted(
+                    {int(r) for r, op in logged if op == "u" and int(r) <= self._max_rowid}
                 )
+                rows = self._db.query(
+                    f"SELECT id, session_id, {_COLUMNS} FROM chunks WHERE id > ? ORDER BY id",
+                    (self._max_rowid,),
+                )
+                if reread:
+                    rows += self._db.query(
+                        f"SELECT id, session_id, {_COLUMNS} FROM chunks "
+                        "WHERE id IN (SELECT value FROM json_each(?))",
+                        (f"[{','.join(map(str, reread))}]",),
+                    )
+        return version, newest, logged, rows
+
+    def _apply(
+        self, version: tuple[int, int], newest: int, logged: list[Row], rows: list[Row]
+    ) -> bool:
+        """Apply a read under the index lock; False when a compaction needs a re-read."""
         background = threading.current_thread() is self._builder
-        for i, (rowid, session_id, *columns) in enumerate(rows):
-            if i % 16 == 0 and background:
-                # Hand the GIL over often: a searching thread re-takes it after every
-                # SQLite step and would otherwise wait a whole switch interval each time.
-                time.sleep(0)
-                if self._closing:
-                    self._reset()
-                    return
-            self._add(int(rowid), str(session_id), columns)
-            self._max_rowid = max(self._max_rowid, int(rowid))
-        if self._dead > max(1024, len(self._alive) // 4):
-            self._reset()
-            self._catch_up()
-            return
-        self._data_version = version
-        self._dirty = False
-        self._ready = True
+        with self._lock:
+            for rowid, _op in logged:
+                self._remove(int(rowid))
+            self._changes_seen = newest
+            for i, (rowid, session_id, *columns) in enumerate(rows):
+                if i % 16 == 0 and background:
+                    # Hand the GIL over often: a searching thread re-takes it after every
+                    # SQLite step and would otherwise wait a whole switch interval each time.
+                    time.sleep(0)
+                    if self._closing:
+                        self._reset()
+                        return True
+                self._add(int(rowid), str(session_id), columns)
+                self._max_rowid = max(self._max_rowid, int(rowid))
+            if self._dead > max(1024, len(self._alive) // 4):
+                self._reset()  # compact the tombstones: read everything again
+                return False
+            self._data_version = version
+            self._dirty = False
+            self._ready = True
+            return True
 
     def _add(self, rowid: int, session_id: str, columns: Sequence[str]) -> None:
         if rowid in self._doc_of:
@@ -277,8 +348,8 @@ class Bm25Index:
     ) -> list[tuple[int, float]]:
         """``(chunk_rowid, bm25)`` best first, higher is better (FTS5's ``-bm25``)."""
         terms = self.query_terms(query)
+        self._catch_up()
         with self._lock:
-            self._catch_up()
             if not terms or k <= 0 or self._n_alive == 0:
                 return []
             return self._score(terms, k, where)

@@ -7,6 +7,10 @@ A :class:`Database` is safe to share between threads: every statement and every
 transaction runs under one re-entrant lock, so a transaction opened by one thread never
 sees statements from another. Between processes, SQLite's own locking applies (WAL mode,
 ``BEGIN IMMEDIATE`` for writes, a busy time-out).
+
+Lock order (docs/architecture.md, "Concurrency"): this lock comes **before** any lock
+of a derived index. Code holding an index's lock never calls the database; an index
+that must read SQLite takes :attr:`Database.lock` first, or reads before taking its own.
 """
 
 from __future__ import annotations
@@ -37,7 +41,11 @@ def utcnow() -> str:
 class Database:
     """A thread-safe wrapper around one apsw connection."""
 
-    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+    def __init__(
+        self, path: str | Path, *, readonly: bool = False, synchronous: str = "NORMAL"
+    ) -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self.path = str(path)
         self.in_memory = self.path == ":memory:" or self.path == ""
         flags = (
@@ -54,7 +62,7 @@ class Database:
             if not self.in_memory and not readonly:
                 self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute(f"PRAGMA synchronous={synchronous}")
             self._conn.execute("PRAGMA temp_store=MEMORY")
         except apsw.Error as exc:
             raise StorageError(f"cannot open database {self.path!r}: {exc}") from exc
@@ -65,6 +73,20 @@ class Database:
         self._writing = 0
         self._closed = False
         self.extensions: set[str] = set()
+
+    # -- locking ------------------------------------------------------------------------
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The connection's re-entrant lock, for reading several statements as one step.
+
+        Take it before any index lock, never while holding one (see the module docstring).
+        """
+        return self._lock
+
+    def held_by_me(self) -> bool:
+        """Whether the calling thread holds :attr:`lock` (e.g. is inside a transaction)."""
+        return bool(self._lock._is_owned())  # type: ignore[attr-defined]
 
     # -- statements ---------------------------------------------------------------------
 

@@ -56,11 +56,16 @@ class ExactIndex:
         self._dirty = True
 
     def rebuild(self) -> None:
-        with self._lock:
+        with self._db.lock, self._lock:
             self._reset()
-            self._catch_up()
+            self._catch_up_locked()
 
     def _catch_up(self) -> None:
+        """Load what changed since the last look. Lock order: database, then index."""
+        with self._db.lock, self._lock:
+            self._catch_up_locked()
+
+    def _catch_up_locked(self) -> None:
         if self._db.in_write_transaction:
             return  # serve the last committed state: uncommitted rows may roll back
         version = self._db.change_token()
@@ -142,15 +147,15 @@ class ExactIndex:
     # -- searching ----------------------------------------------------------------------
 
     def size(self) -> int:
+        self._catch_up()
         with self._lock:
-            self._catch_up()
             return self._n
 
     def search(
         self, query: Vector, k: int, *, where: VectorFilter | None = None
     ) -> list[tuple[int, float]]:
-        with self._lock:
-            self._catch_up()
+        self._catch_up()
+        with self._lock:  # the product runs without the database's lock
             n = self._n
             if n == 0 or k <= 0:
                 return []

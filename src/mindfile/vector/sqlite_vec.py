@@ -69,7 +69,7 @@ class SqliteVecIndex:
         self._dirty = True
 
     def rebuild(self) -> None:
-        with self._lock, self._db.atomic():
+        with self._db.lock, self._lock, self._db.atomic():
             self._db.execute(f"DELETE FROM {TABLE}")
             self._set_meta(SYNCED_MAX, 0)
             newest, _ = changes_since(self._db, None)
@@ -147,14 +147,15 @@ class SqliteVecIndex:
         self._set_meta(CHANGES_SEEN, seq)
 
     def size(self) -> int:
-        with self._lock:
+        # Lock order: the database's lock before this index's (all of its work is SQL).
+        with self._db.lock, self._lock:
             self._catch_up()
             return int(self._db.scalar(f"SELECT count(*) FROM {TABLE}"))
 
     def search(
         self, query: Vector, k: int, *, where: VectorFilter | None = None
     ) -> list[tuple[int, float]]:
-        with self._lock:
+        with self._db.lock, self._lock:
             self._catch_up()
             if k <= 0:
                 return []
