@@ -50,20 +50,41 @@ def turn_text(turn: dict[str, Any], date: str, *, date_in_text: bool) -> str:
     return f"[{date}] {text}" if date_in_text else text
 
 
-def load_conversation(mem: mindfile.Mindfile, conv: dict[str, Any], *, date_in_text: bool) -> int:
-    """Store every turn; returns the number of turns."""
+def load_conversation(
+    mem: mindfile.Mindfile, conv: dict[str, Any], *, date_in_text: bool, long: int = 0
+) -> int:
+    """Store every turn; returns the number of turns.
+
+    With ``long`` > 0, consecutive turns of a session are merged into messages of at
+    least ``long`` characters (realistic assistant chat averages ~1,000), each message
+    listing its turns in ``metadata["dia_ids"]``; a hit then counts for every turn of
+    its message.
+    """
     c = conv["conversation"]
     events: list[tuple[str, int, Any, dict[str, Any]]] = []
+    turns = 0
     n = 1
     while f"session_{n}" in c:
         date = c.get(f"session_{n}_date_time", "")
+        parts: list[str] = []
+        ids: list[str] = []
         for seq, turn in enumerate(c[f"session_{n}"], start=1):
-            meta = {"dia_id": turn["dia_id"], "speaker": turn["speaker"], "date": date}
+            turns += 1
             text = turn_text(turn, date, date_in_text=date_in_text)
-            events.append((f"session_{n}", seq, text, meta))
+            if not long:
+                meta = {"dia_id": turn["dia_id"], "speaker": turn["speaker"], "date": date}
+                events.append((f"session_{n}", seq, text, meta))
+                continue
+            parts.append(text)
+            ids.append(turn["dia_id"])
+            if sum(len(p) for p in parts) >= long:
+                events.append((f"session_{n}", len(events) + 1, "\n".join(parts), {"dia_ids": ids}))
+                parts, ids = [], []
+        if parts:
+            events.append((f"session_{n}", len(events) + 1, "\n".join(parts), {"dia_ids": ids}))
         n += 1
     mem.store_many(events)
-    return len(events)
+    return turns
 
 
 def evidence_ids(qa: dict[str, Any]) -> set[str]:
@@ -105,6 +126,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     data = json.loads(Path(args.data).read_text())
     if args.limit:
         data = data[: args.limit]
+    if args.conversations:
+        lo, _, hi = args.conversations.partition("-")
+        data = data[int(lo) : int(hi or lo) + 1]
     modes = [m.strip() for m in args.modes.split(",")]
     scores: dict[str, list[tuple[int, dict[str, float]]]] = defaultdict(list)
     timings: dict[str, list[float]] = defaultdict(list)
@@ -120,7 +144,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 neighbor_context=not args.no_neighbor_context,
             ) as mem:
                 t0 = time.perf_counter()
-                turns += load_conversation(mem, conv, date_in_text=not args.no_date)
+                turns += load_conversation(mem, conv, date_in_text=not args.no_date, long=args.long)
                 ingest_s += time.perf_counter() - t0
                 for qa in conv["qa"]:
                     gold = evidence_ids(qa)
@@ -128,10 +152,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         continue
                     for mode in modes:
                         kw = _mode_kwargs(mode, args)
+                        if args.candidates is not None:
+                            kw["candidates"] = args.candidates
                         t0 = time.perf_counter()
                         hits = mem.search(qa["question"], top_k=max(KS), **kw)
                         timings[mode].append(time.perf_counter() - t0)
-                        ranked = [{h.metadata.get("dia_id", "")} for h in hits]
+                        ranked = [
+                            set(h.metadata.get("dia_ids") or [h.metadata.get("dia_id", "")])
+                            for h in hits
+                        ]
                         texts = [h.text for h in hits]
                         row = score_question(ranked, texts, gold)
                         scores[mode].append((int(qa["category"]), row))
@@ -235,6 +264,18 @@ def main() -> None:
         help="open stores with neighbor_context=False (no BM25 context columns)",
     )
     parser.add_argument("--limit", type=int, default=0, help="only the first N conversations")
+    parser.add_argument(
+        "--long",
+        type=int,
+        default=0,
+        help="merge turns into messages of at least N chars (e.g. 1000: realistic chat)",
+    )
+    parser.add_argument(
+        "--conversations", default="", help="a range of conversations, e.g. 0-4 (for CV)"
+    )
+    parser.add_argument(
+        "--candidates", type=int, default=None, help="search(candidates=...) (default: API's)"
+    )
     args = parser.parse_args()
     if not Path(args.data).exists():
         raise SystemExit(f"LoCoMo data not found at {args.data} (pass --data)")

@@ -24,7 +24,12 @@ from mindfile.index.pipeline import PreparedEvent, check_id, prepare_event
 from mindfile.manage import quota as _quota
 from mindfile.manage.importance import expires_at as _expires_at
 from mindfile.retrieve.lexical import Bm25Index
-from mindfile.retrieve.search import SearchRequest, SearchResults, run_search
+from mindfile.retrieve.search import (
+    DEFAULT_CANDIDATES,
+    SearchRequest,
+    SearchResults,
+    run_search,
+)
 from mindfile.storage import log
 from mindfile.storage.db import Database, utcnow
 from mindfile.storage.migrations import apply_migrations
@@ -363,6 +368,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         fts_weight: float | None = None,
         min_score: float | None = None,
         query_embedding: Sequence[float] | None = None,
+        candidates: int = DEFAULT_CANDIDATES,
     ) -> SearchResults:
         """Search chunks by vector similarity, BM25, or both fused.
 
@@ -376,6 +382,11 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         static model (measured on LoCoMo, docs/retrieval.md), the seed's 0.7 / 0.3 for
         any other embedder; giving only one makes the other its complement to 1.
         ``results.weights`` says which were used.
+
+        ``candidates`` (default 150) is how many of each leg's best hits are fused. It does
+        not follow ``top_k``: the first results and every score are the same whatever
+        ``top_k`` is (``search(q, top_k=5)`` is a prefix of ``search(q, top_k=20)``);
+        results beyond the fused candidates score 0 and follow in leg-rank order.
         """
         req = SearchRequest.build(
             query,
@@ -390,6 +401,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             query_embedding=query_embedding,
             dims=self.embedder.dimensions,
             default_weights=fusion_weights(self.embedder),
+            candidates=candidates,
         )
         return run_search(self.db, self.index, self.embedder, req, self.lexical)
 

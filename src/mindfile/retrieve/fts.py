@@ -87,7 +87,8 @@ def fts_search(
 ) -> list[tuple[int, float]]:
     """``(chunk_rowid, bm25)`` best first; bm25 is negated so higher is better.
 
-    ``weights`` weigh the chunk text and its before/after context columns.
+    ``weights`` weigh the chunk text and its before/after context columns. Equal scores
+    go to the higher rowid, as in every leg, so the top ``limit`` is deterministic.
     """
     match = fts_query(text)
     if match is None or limit <= 0:
@@ -98,7 +99,7 @@ def fts_search(
     sql = (
         f"SELECT c.id, -{bm25} AS score FROM chunks_fts "
         "JOIN chunks AS c ON c.id = chunks_fts.rowid "
-        f"WHERE chunks_fts MATCH ?{s_sql}{t_sql} ORDER BY {bm25} LIMIT ?"
+        f"WHERE chunks_fts MATCH ?{s_sql}{t_sql} ORDER BY {bm25}, c.id DESC LIMIT ?"
     )
     rows = db.query(sql, [*weights, match, *s_params, *t_params, *weights, limit])
     return [(int(r), float(s)) for r, s in rows]

@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["RRF_K", "Fused", "min_max", "rrf_fusion", "weighted_fusion"]
+__all__ = [
+    "RRF_K",
+    "Fused",
+    "add_tail",
+    "min_max",
+    "rank_key",
+    "rrf_fusion",
+    "weighted_fusion",
+]
 
 RRF_K = 60
 
@@ -80,3 +88,39 @@ def rrf_fusion(
             item.fts_norm = fts_weight / (k + item.fts_rank)
         item.score = item.vector_norm + item.fts_norm
     return out
+
+
+def add_tail(
+    fused: dict[int, Fused],
+    vector: Sequence[tuple[int, float]],
+    fts: Sequence[tuple[int, float]],
+    *,
+    start: int,
+) -> None:
+    """Add hits from below the legs' fused depth: score 0, ranked after the fused ones.
+
+    ``vector``/``fts`` continue the legs from rank ``start``. A hit already fused keeps
+    its score and breakdown untouched, so going deeper never changes a fused result.
+    """
+    tail: dict[int, Fused] = {}
+    for rank, (rowid, score) in enumerate(vector, start=start):
+        if rowid not in fused:
+            tail[rowid] = Fused(rowid, vector=score, vector_rank=rank)
+    for rank, (rowid, score) in enumerate(fts, start=start):
+        if rowid not in fused:
+            item = tail.setdefault(rowid, Fused(rowid))
+            item.fts, item.fts_rank = score, rank
+    fused.update(tail)
+
+
+def rank_key(item: Fused, sequence_end: int, depth: int) -> tuple[float, int, int, int]:
+    """The order of results, deterministic and independent of how deep the legs were read.
+
+    Fused score first; equal scores go to the most recent chunk (higher
+    ``sequence_end``, then higher rowid). Hits from below every leg's fused ``depth``
+    (score 0) come after all fused hits, by their best leg rank.
+    """
+    ranks = [r for r in (item.vector_rank, item.fts_rank) if r is not None]
+    best = min(ranks, default=1 << 30)
+    tail_rank = best if best > depth else 0
+    return (-item.score, tail_rank, -sequence_end, -item.rowid)

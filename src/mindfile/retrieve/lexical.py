@@ -387,11 +387,13 @@ class Bm25Index:
         cand_scores = scores[candidates]
         if k < len(candidates):
             top = np.argpartition(-cand_scores, k - 1)[:k]
+            # Every score tied with the k-th competes, so the top k does not depend on k.
+            top = np.flatnonzero(cand_scores >= cand_scores[top].min())
         else:
             top = np.arange(len(candidates))
         # Best first; equal scores: higher rowid (more recent) first, like the SQL legs.
         rowids = np.frombuffer(self._doc_rowid, dtype=np.int64)[candidates[top]]
-        order = np.lexsort((-rowids, -cand_scores[top]))
+        order = np.lexsort((-rowids, -cand_scores[top]))[:k]
         return [(int(rowids[i]), float(cand_scores[top][i])) for i in order]
 
     def _filter_mask(

@@ -17,19 +17,30 @@ from mindfile.index.pipeline import check_id, normalize_tags
 from mindfile.manage.expiry import hidden_rowids
 from mindfile.retrieve.degraded import degrade
 from mindfile.retrieve.fts import fts_search, session_clause, tag_clause
-from mindfile.retrieve.fusion import Fused, rrf_fusion, weighted_fusion
+from mindfile.retrieve.fusion import Fused, add_tail, rank_key, rrf_fusion, weighted_fusion
 from mindfile.storage.db import Database, utcnow
-from mindfile.storage.log import chunk_rows
+from mindfile.storage.log import chunk_ends, chunk_rows
 from mindfile.types import FusionMode, ScoreBreakdown, SearchHit, SearchMode
 from mindfile.vector.base import VectorFilter, VectorIndex
 
 if TYPE_CHECKING:
     from mindfile.retrieve.lexical import Bm25Index
 
-__all__ = ["MAX_TOP_K", "SearchRequest", "SearchResults", "run_search"]
+__all__ = [
+    "DEFAULT_CANDIDATES",
+    "MAX_CANDIDATES",
+    "MAX_TOP_K",
+    "SearchRequest",
+    "SearchResults",
+    "run_search",
+]
 
 MAX_TOP_K = 1000
-MIN_CANDIDATES = 50
+#: How many of each leg's best hits are fused (docs/retrieval.md, "Candidate depth").
+#: Fixed, not derived from ``top_k``: asking for more results never changes which are
+#: best, nor any result's score.
+DEFAULT_CANDIDATES = 150
+MAX_CANDIDATES = 1000
 
 
 class SearchResults(list[SearchHit]):
@@ -77,6 +88,7 @@ class SearchRequest:
     fts_weight: float
     min_score: float | None
     query_embedding: Vector | None
+    candidates: int = DEFAULT_CANDIDATES
 
     @classmethod
     def build(
@@ -94,6 +106,7 @@ class SearchRequest:
         query_embedding: Any,
         dims: int,
         default_weights: tuple[float, float] = (0.7, 0.3),
+        candidates: Any = DEFAULT_CANDIDATES,
     ) -> SearchRequest:
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, not {type(query).__name__}")
@@ -107,6 +120,12 @@ class SearchRequest:
         if min(weights) < 0:
             raise InvalidInputError("weights must not be negative")
         floor = None if min_score is None else _number(min_score, "min_score")
+        if (
+            isinstance(candidates, bool)
+            or not isinstance(candidates, int)
+            or not 1 <= candidates <= MAX_CANDIDATES
+        ):
+            raise InvalidInputError(f"candidates must be an integer from 1 to {MAX_CANDIDATES}")
         return cls(
             query=query,
             session_ids=_sessions(session_id),
@@ -118,6 +137,7 @@ class SearchRequest:
             fts_weight=weights[1],
             min_score=floor,
             query_embedding=_embedding(query_embedding, dims),
+            candidates=candidates,
         )
 
 
@@ -173,7 +193,12 @@ def run_search(
 
     The BM25 leg runs on the in-memory ``lexical`` index when given, else on FTS5.
     """
-    pool = max(req.top_k * 3, MIN_CANDIDATES)
+    # Each leg's top `depth` hits are fused; when more results are asked for than that,
+    # the legs go deeper only to extend the tail (hits that did not make any leg's top
+    # `depth` score 0 and follow in leg-rank order), so the best results and every
+    # score are the same whatever top_k is (docs/retrieval.md).
+    depth = req.candidates
+    pool = max(depth, req.top_k)
     # Expired chunks are hidden until the sweep deletes them (docs/memory-management.md):
     # each leg over-fetches by how many there are (usually none) and drops them, so
     # its top `pool` stays exact.
@@ -207,14 +232,16 @@ def run_search(
     if hidden:
         vector_hits = [h for h in vector_hits if h[0] not in hidden][:pool]
         fts_hits = [h for h in fts_hits if h[0] not in hidden][:pool]
+    head_v, head_f = vector_hits[:depth], fts_hits[:depth]
     if req.fusion == "rrf":
-        fused = rrf_fusion(vector_hits, fts_hits, req.vector_weight, req.fts_weight)
+        fused = rrf_fusion(head_v, head_f, req.vector_weight, req.fts_weight)
     elif mode == "hybrid":
-        fused = weighted_fusion(vector_hits, fts_hits, req.vector_weight, req.fts_weight)
+        fused = weighted_fusion(head_v, head_f, req.vector_weight, req.fts_weight)
     else:  # a single leg: its own min-max normalised score, weight 1
-        fused = weighted_fusion(vector_hits, fts_hits, 1.0, 1.0)
+        fused = weighted_fusion(head_v, head_f, 1.0, 1.0)
     # Vectors missing (embedder down, jobs pending): see mindfile.retrieve.degraded.
-    fused, degraded = degrade(db, fused, fts_hits, req, mode=mode, degraded=degraded)
+    fused, degraded = degrade(db, fused, head_f, req, mode=mode, degraded=degraded)
+    add_tail(fused, vector_hits[depth:], fts_hits[depth:], start=depth + 1)
     results = SearchResults(
         _hits(db, fused, req),
         mode=mode,
@@ -259,22 +286,20 @@ def _vector_leg(
 def _hits(db: Database, fused: dict[int, Fused], req: SearchRequest) -> list[SearchHit]:
     if not fused:
         return []
-    ranked = sorted(fused.values(), key=lambda f: -f.score)
+    ends = chunk_ends(db, list(fused))
+    ranked = sorted(
+        (f for f in fused.values() if f.rowid in ends),  # gone since the legs ran: skip
+        key=lambda f: rank_key(f, ends[f.rowid], req.candidates),
+    )
     if req.min_score is not None:
         floor = req.min_score
         ranked = [f for f in ranked if f.score >= floor]
-    # Load only what can make the cut: the top_k, plus anything tied with the last
-    # (ties go to the more recent chunk, which needs sequence_end).
-    cut = req.top_k
-    while cut < len(ranked) and ranked[cut].score == ranked[req.top_k - 1].score:
-        cut += 1
-    rows = chunk_rows(db, [f.rowid for f in ranked[:cut]])
-    items = [f for f in ranked[:cut] if f.rowid in rows]
-    if len(items) < min(cut, req.top_k) and cut < len(ranked):
+    rows = chunk_rows(db, [f.rowid for f in ranked[: req.top_k]])
+    items = [f for f in ranked[: req.top_k] if f.rowid in rows]
+    if len(items) < req.top_k and len(ranked) > req.top_k:
         # Some candidates vanished (deleted since the legs ran): fall back to all.
         rows = chunk_rows(db, [f.rowid for f in ranked])
         items = [f for f in ranked if f.rowid in rows]
-    items.sort(key=lambda f: (-f.score, -int(rows[f.rowid][5]), -f.rowid))
     hits = []
     for f in items[: req.top_k]:
         _, chunk_id, session_id, text, seq_start, seq_end, meta = rows[f.rowid]

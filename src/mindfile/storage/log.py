@@ -313,6 +313,17 @@ def count_rows(db: Database) -> dict[str, int]:
     return out
 
 
+def chunk_ends(db: Database, rowids: Sequence[int]) -> dict[int, int]:
+    """``sequence_end`` by rowid (for breaking ties toward the most recent chunk)."""
+    if not rowids:
+        return {}
+    rows = db.query(
+        "SELECT id, sequence_end FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps([int(r) for r in rowids]),),
+    )
+    return {int(r): int(e) for r, e in rows}
+
+
 def chunk_rows(db: Database, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
     """Chunk columns by rowid, for building search hits."""
     if not rowids:

@@ -168,7 +168,8 @@ class ExactIndex:
                 scores = scores[idx]
             else:
                 idx = None
-            top = _top_k(scores, k)
+            ids = self._ids[:n] if idx is None else self._ids[idx]
+            top = _top_k(scores, ids, k)
             rows = top if idx is None else idx[top]
             return [(int(self._ids[r]), float(s)) for r, s in zip(rows, scores[top], strict=True)]
 
@@ -195,6 +196,18 @@ def _grow(arr: npt.NDArray[_G], cap: int) -> npt.NDArray[_G]:
     return out
 
 
-def _top_k(scores: npt.NDArray[np.float32], k: int) -> npt.NDArray[np.intp]:
-    part = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-    return part[np.argsort(-scores[part], kind="stable")]
+def _top_k(
+    scores: npt.NDArray[np.float32], ids: npt.NDArray[np.int64], k: int
+) -> npt.NDArray[np.intp]:
+    """Positions of the ``k`` best scores, best first; ties go to the higher id.
+
+    Every score tied with the k-th is considered before truncating, so the top ``k`` is
+    the same set whatever ``k`` (a prefix of the top ``k + 1``).
+    """
+    if k < len(scores):
+        part = np.argpartition(-scores, k - 1)[:k]
+        part = np.flatnonzero(scores >= scores[part].min())
+    else:
+        part = np.arange(len(scores))
+    order = np.lexsort((-ids[part], -scores[part]))[:k]
+    return part[order]
