@@ -45,11 +45,10 @@ class Bench:
 #: (an optional dataset) are skipped with a note, never silently.
 BENCHES = (
     Bench("locomo", "locomo.py", (), ("--limit", "2")),
+    Bench("prefix_check", "prefix_check.py", (), ()),
     Bench("latency", "latency.py", (), ("--quick",)),
     Bench("background_indexing", "background_indexing.py", (), ("--quick",)),
-    Bench("write_lock", "write_lock.py", (), ("--quick",)),
     Bench("durability", "durability.py", (), ("--quick",)),
-    Bench("deletion", "deletion.py", (), ("--quick",)),
 )
 
 
