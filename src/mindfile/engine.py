@@ -9,17 +9,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-
 from mindfile import context as _ctx
 from mindfile._api.context import ContextAPI
 from mindfile._api.jobs import JobsAPI
 from mindfile._api.manage import ManageAPI
 from mindfile._api.memory import AgentMemoryAPI
 from mindfile.embed import Embedder, embedder_for_model_id, fusion_weights, resolve_embedder
-from mindfile.embed.base import Vectors, check_vectors
-from mindfile.errors import ConfigError, EmbeddingError, InvalidInputError, MindfileError
+from mindfile.embed.base import Vectors
+from mindfile.errors import ConfigError, InvalidInputError
 from mindfile.index.chunking import ChunkSpec
+from mindfile.index.embedding import embed_documents
 from mindfile.index.pipeline import PreparedEvent, check_id, prepare_event
 from mindfile.manage import quota as _quota
 from mindfile.manage.importance import expires_at as _expires_at
@@ -293,15 +292,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
 
     def _embed_chunks(self, events: list[PreparedEvent]) -> Vectors:
         texts = [c.text for e in events for c in e.chunks]
-        if not texts:
-            return np.zeros((0, self.embedder.dimensions), dtype=np.float32)
-        try:
-            raw = self.embedder.embed_documents(texts)
-        except MindfileError:
-            raise
-        except Exception as exc:  # a provider's own failure: nothing has been written
-            raise EmbeddingError(f"embedding failed: {exc}") from exc
-        return check_vectors(raw, len(texts), self.embedder.dimensions, self.embedder.model_id)
+        return embed_documents(self.embedder, self.db, texts)
 
     def recall(self, session_id: str, limit: int | None = None) -> list[MemoryRecord]:
         """The session's events in sequence order (the last ``limit`` when given)."""

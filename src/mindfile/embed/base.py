@@ -23,6 +23,10 @@ class Embedder(Protocol):
     ``model_id`` is recorded in the store: vectors from different models are never mixed.
     Documents and queries are embedded separately because some models treat them
     differently (instruction prefixes, asymmetric encoders).
+
+    Optional attribute ``local = True``: the embedder runs in-process with no I/O, so it
+    may be called inside a caller's own write transaction (see
+    :mod:`mindfile.index.embedding`); any other embedder never is.
     """
 
     @property

@@ -20,6 +20,9 @@ __all__ = ["HashEmbedder"]
 class HashEmbedder:
     """Deterministic pseudo-random vectors keyed by blake3 of the normalised text."""
 
+    #: In-process and fast: may run inside a caller's transaction (index/embedding.py).
+    local = True
+
     def __init__(self, dimensions: int = 256) -> None:
         if dimensions < 1:
             raise ValueError("dimensions must be positive")

@@ -27,6 +27,9 @@ DEFAULT_MODEL_ID = f"mindfile/{DEFAULT_MODEL_NAME}"
 class StaticEmbedder:
     """A model2vec ``StaticModel`` loaded from a local directory (never from a hub)."""
 
+    #: In-process and fast: may run inside a caller's transaction (index/embedding.py).
+    local = True
+
     def __init__(self, path: str | Path | None = None, *, model_id: str | None = None) -> None:
         self._path = Path(path) if path is not None else DEFAULT_MODEL_DIR
         if not (self._path / "model.safetensors").exists():

@@ -17,8 +17,9 @@ from dataclasses import dataclass, fields
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from mindfile.embed.base import Vectors, check_vectors
+from mindfile.embed.base import Vectors
 from mindfile.errors import ConfigError, EmbeddingError, InvalidInputError, MindfileError
+from mindfile.index.embedding import embed_documents
 from mindfile.jobs import queue
 from mindfile.jobs.types import Clock, JobPolicy, JobReport
 
@@ -69,13 +70,7 @@ def _check_sizes(max_jobs: int | None, batch_size: int) -> None:
 
 
 def _embed(engine: Mindfile, texts: list[str]) -> Vectors:
-    try:
-        raw = engine.embedder.embed_documents(texts)
-    except MindfileError as exc:
-        raise EmbeddingError(exc.message) from exc
-    except Exception as exc:  # a provider's own failure: the jobs will be retried
-        raise EmbeddingError(f"embedding failed: {exc}") from exc
-    return check_vectors(raw, len(texts), engine.embedder.dimensions, engine.embedder.model_id)
+    return embed_documents(engine.embedder, engine.db, texts)
 
 
 def run_jobs(

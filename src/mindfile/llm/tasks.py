@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mindfile.errors import InvalidInputError, LLMError, MindfileError
-from mindfile.index.chunking import normalize_text
+from mindfile.index.chunking import chunk_text, normalize_text
+from mindfile.index.embedding import pre_embedded
 from mindfile.index.extract import extract_role, extract_text
 from mindfile.index.pipeline import check_id
 from mindfile.llm.client import (
@@ -31,7 +32,7 @@ from mindfile.llm.client import (
     parse_json_reply,
 )
 from mindfile.llm.failures import record_llm_failure
-from mindfile.memory.facts import MAX_FACT_NAME_CHARS, MAX_FACT_VALUE_CHARS
+from mindfile.memory.facts import MAX_FACT_NAME_CHARS, MAX_FACT_VALUE_CHARS, fact_texts
 from mindfile.memory.notes import notes_session
 from mindfile.memory.summarizer import Condenser
 from mindfile.memory.types import Fact, Note
@@ -392,8 +393,13 @@ def _store(
     facts: Sequence[tuple[str, str, str]],
     notes: Sequence[tuple[str, list[str]]],
 ) -> tuple[tuple[Fact, ...], tuple[Note, ...]]:
-    """Write everything in one transaction (the memory APIs nest as savepoints)."""
-    with engine.db.atomic():
+    """Write everything in one transaction (the memory APIs nest as savepoints).
+
+    Everything is embedded first: no embedder call runs under the write lock.
+    """
+    texts = [t for c, k, v in facts for t in fact_texts(engine, c, k, v)]
+    texts += [t for content, _ in notes for t in chunk_text(content, engine.chunk_spec)]
+    with pre_embedded(engine.embedder, engine.db, texts), engine.db.atomic():
         stored_facts = tuple(
             engine.set_fact(user_id, category, key, value, source="agent")
             for category, key, value in facts

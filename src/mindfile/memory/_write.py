@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from mindfile.embed.base import Vectors, check_vectors, to_blob
-from mindfile.errors import EmbeddingError, InvalidInputError, MindfileError
+from mindfile.embed.base import Vectors, to_blob
+from mindfile.errors import InvalidInputError
 from mindfile.index.chunking import content_hash
+from mindfile.index.embedding import embed_documents
 from mindfile.index.pipeline import PreparedChunk
 from mindfile.storage import log
 from mindfile.storage.db import Database
@@ -65,16 +64,7 @@ def check_text(value: str, what: str) -> str:
 
 def embed_texts(engine: Mindfile, texts: Sequence[str]) -> Vectors:
     """Document vectors for ``texts`` (validated), or :class:`EmbeddingError`."""
-    dims = engine.embedder.dimensions
-    if not texts:
-        return np.zeros((0, dims), dtype=np.float32)
-    try:
-        raw = engine.embedder.embed_documents(list(texts))
-    except MindfileError:
-        raise
-    except Exception as exc:  # a provider's own failure: nothing has been written
-        raise EmbeddingError(f"embedding failed: {exc}") from exc
-    return check_vectors(raw, len(texts), dims, engine.embedder.model_id)
+    return embed_documents(engine.embedder, engine.db, texts)
 
 
 def next_sequence(db: Database, session_id: str) -> int:

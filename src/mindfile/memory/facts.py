@@ -40,6 +40,7 @@ __all__ = [
     "MAX_FACT_VALUE_CHARS",
     "delete_fact",
     "fact_history",
+    "fact_texts",
     "facts_session",
     "get_fact",
     "list_facts",
@@ -80,6 +81,12 @@ def facts_session(scope: str) -> str:
     return check_id(f"facts:{check_id(scope, 'scope')}", "facts session id")
 
 
+def fact_texts(engine: Mindfile, category: str, key: str, value: str) -> list[str]:
+    """The chunk texts a fact is indexed as (what :func:`set_fact` embeds)."""
+    category, key = _name(category, "category"), _name(key, "key")
+    return chunk_text(f"{category} / {key}: {_value(value)}", engine.chunk_spec)
+
+
 def set_fact(
     engine: Mindfile,
     scope: str,
@@ -96,7 +103,7 @@ def set_fact(
     current = get_fact(engine, scope, category, key)
     if current is not None and (current.value, current.source) == (value, source):
         return current
-    texts = chunk_text(f"{category} / {key}: {value}", engine.chunk_spec)
+    texts = fact_texts(engine, category, key, value)
     vectors = embed_texts(engine, texts)  # before the transaction: a failure changes nothing
     now = utcnow()
     db = engine.db
