@@ -202,7 +202,7 @@ def search(
     as_json: bool,
 ) -> None:
     """Search stored memory for QUERY."""
-    with run(as_json), _store(db_path, embedder) as mem:
+    with run(as_json), _store(db_path, embedder, create=False) as mem:
         results = mem.search(
             query,
             session_id=list(sessions) or None,
@@ -295,7 +295,7 @@ def forget(session_id: str, yes: bool, db_path: str, as_json: bool) -> None:
 @json_option
 def info(embedder: str | None, db_path: str, as_json: bool) -> None:
     """Show schema version, counts, model and index."""
-    with run(as_json), _store(db_path, embedder) as mem:
+    with run(as_json), _store(db_path, embedder, create=False) as mem:
         store_info = mem.info()
         emit(store_info, as_json, lambda: _print_info(store_info))
 

@@ -16,6 +16,7 @@ that must read SQLite takes :attr:`Database.lock` first, or reads before taking 
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -24,7 +25,7 @@ from typing import Any
 
 import apsw
 
-from mindfile.errors import ConflictError, StorageError
+from mindfile.errors import ConfigError, ConflictError, InvalidInputError, StorageError
 
 __all__ = ["Database", "Row", "utcnow"]
 
@@ -54,7 +55,10 @@ class Database:
             else (apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
         )
         flags |= apsw.SQLITE_OPEN_URI
-        if not self.in_memory:
+        _check_path(self.path)
+        if not self.in_memory and not self.path.startswith("file:"):
+            # A plain path: make its folder. A SQLite URI names its own file; never
+            # turn it into directories.
             Path(self.path).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
         try:
             self._conn = apsw.Connection(self.path, flags=flags)
@@ -241,11 +245,27 @@ class Database:
         return self._closed
 
 
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _check_path(path: str) -> None:
+    """Refuse URLs this backend cannot open (e.g. ``postgresql://``) before touching disk."""
+    if _URL.match(path) and not path.startswith("file:"):
+        scheme = path.split(":", 1)[0]
+        raise ConfigError(
+            f"{scheme}:// stores are not supported yet; give a file path, ':memory:', "
+            "or a SQLite URI (file:path?mode=ro)",
+            scheme=scheme,
+        )
+
+
 @contextlib.contextmanager
 def _translate() -> Iterator[None]:
     """Turn apsw's exceptions into Mindfile's error tree."""
     try:
         yield
+    except OverflowError as exc:  # an integer beyond SQLite's 64-bit range
+        raise InvalidInputError(f"a number is out of range (64-bit integers only): {exc}") from exc
     except apsw.ConstraintError as exc:
         raise ConflictError(f"constraint violated: {exc}") from exc
     except apsw.BusyError as exc:
