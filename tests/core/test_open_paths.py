@@ -68,3 +68,29 @@ def test_integers_beyond_64_bits_are_typed_errors(mem: mindfile.Mindfile) -> Non
         with pytest.raises(InvalidInputError):
             call()
     assert [r.sequence for r in mem.recall("s")] == [1]
+
+
+def test_another_applications_database_is_refused_unmodified(tmp_path: Path) -> None:
+    import hashlib
+
+    import apsw
+
+    from mindfile.errors import SchemaError
+
+    path = tmp_path / "their.db"
+    conn = apsw.Connection(str(path))
+    conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+    conn.execute("INSERT INTO invoices (total) VALUES (12.5)")
+    conn.close()
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(SchemaError, match="another application"):
+        mindfile.open(path, embedder="hash")
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    conn = apsw.Connection(str(path))
+    assert conn.execute("PRAGMA journal_mode").fetchall() == [("delete",)]
+    assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["invoices"]
+    conn.close()
+
+
+def test_freed_space_is_zeroed(mem: mindfile.Mindfile) -> None:
+    assert mem.db.scalar("PRAGMA secure_delete") == 1

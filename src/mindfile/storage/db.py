@@ -25,7 +25,13 @@ from typing import Any
 
 import apsw
 
-from mindfile.errors import ConfigError, ConflictError, InvalidInputError, StorageError
+from mindfile.errors import (
+    ConfigError,
+    ConflictError,
+    InvalidInputError,
+    SchemaError,
+    StorageError,
+)
 
 __all__ = ["Database", "Row", "utcnow"]
 
@@ -64,11 +70,16 @@ class Database:
             self._conn = apsw.Connection(self.path, flags=flags)
             self._conn.set_busy_timeout(BUSY_TIMEOUT_MS)
             if not self.in_memory and not readonly:
+                self._refuse_foreign_file()
                 self._conn.execute("PRAGMA journal_mode=WAL")
+            # Freed pages and cells are zeroed: deleted memories do not linger in free
+            # space of the file (docs/privacy.md states what this covers, and what not).
+            self._conn.execute("PRAGMA secure_delete=ON")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
             self._conn.execute("PRAGMA temp_store=MEMORY")
         except apsw.Error as exc:
+            self._conn_close_quietly()
             raise StorageError(f"cannot open database {self.path!r}: {exc}") from exc
         self._lock = threading.RLock()
         self._depth = 0
@@ -77,6 +88,27 @@ class Database:
         self._writing = 0
         self._closed = False
         self.extensions: set[str] = set()
+
+    def _refuse_foreign_file(self) -> None:
+        """Another application's SQLite file: refuse before changing anything in it."""
+        tables = {
+            str(name)
+            for (name,) in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+        if tables and "memory_migrations" not in tables:
+            self._conn.close()
+            shown = ", ".join(sorted(tables)[:5])
+            raise SchemaError(
+                f"{self.path!r} is a SQLite database of another application (tables: "
+                f"{shown}), not a Mindfile store; it was not modified",
+                path=self.path,
+            )
+
+    def _conn_close_quietly(self) -> None:
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            with contextlib.suppress(apsw.Error):
+                conn.close()
 
     # -- locking ------------------------------------------------------------------------
 
