@@ -265,6 +265,30 @@ def _filter(db: Database, req: SearchRequest) -> VectorFilter | None:
     return None
 
 
+def _order(db: Database, items: list[Fused], limit: int, depth: int) -> list[Fused]:
+    """Items in result order (:func:`rank_key`), exact for the first ``limit``.
+
+    Equal scores go to the most recent chunk, which needs ``sequence_end`` from SQLite;
+    it is loaded only for the tie groups that reach into the first ``limit`` (usually
+    none), not for every candidate.
+    """
+    ranked = sorted(items, key=lambda f: rank_key(f, 0, depth))
+    tied: list[int] = []
+    i = 0
+    while i < min(limit, len(ranked)):
+        j = i + 1
+        head = rank_key(ranked[i], 0, depth)[:2]
+        while j < len(ranked) and rank_key(ranked[j], 0, depth)[:2] == head:
+            j += 1
+        if j - i > 1:
+            tied.extend(f.rowid for f in ranked[i:j])
+        i = j
+    if not tied:
+        return ranked
+    ends = chunk_ends(db, tied)
+    return sorted(ranked, key=lambda f: rank_key(f, ends.get(f.rowid, 0), depth))
+
+
 def _vector_leg(
     index: VectorIndex,
     embedder: Embedder,
@@ -286,18 +310,16 @@ def _vector_leg(
 def _hits(db: Database, fused: dict[int, Fused], req: SearchRequest) -> list[SearchHit]:
     if not fused:
         return []
-    ends = chunk_ends(db, list(fused))
-    ranked = sorted(
-        (f for f in fused.values() if f.rowid in ends),  # gone since the legs ran: skip
-        key=lambda f: rank_key(f, ends[f.rowid], req.candidates),
-    )
+    candidates = list(fused.values())
     if req.min_score is not None:
         floor = req.min_score
-        ranked = [f for f in ranked if f.score >= floor]
+        candidates = [f for f in candidates if f.score >= floor]
+    ranked = _order(db, candidates, req.top_k, req.candidates)
     rows = chunk_rows(db, [f.rowid for f in ranked[: req.top_k]])
     items = [f for f in ranked[: req.top_k] if f.rowid in rows]
     if len(items) < req.top_k and len(ranked) > req.top_k:
         # Some candidates vanished (deleted since the legs ran): fall back to all.
+        ranked = _order(db, ranked, len(ranked), req.candidates)
         rows = chunk_rows(db, [f.rowid for f in ranked])
         items = [f for f in ranked if f.rowid in rows]
     hits = []
