@@ -366,6 +366,7 @@ def breakdown(eng: mindfile.Mindfile, queries: Sequence[str], mode: str) -> dict
     Components that a refactor renamed are simply absent; ``other`` is the rest
     (validation, filter building, result objects, Python overhead).
     """
+    import mindfile.retrieve.retriever as retriever_mod
     import mindfile.retrieve.search as search_mod
 
     acc: dict[str, int] = defaultdict(int)
@@ -392,7 +393,7 @@ def breakdown(eng: mindfile.Mindfile, queries: Sequence[str], mode: str) -> dict
 
     wrap(eng.embedder, "embed_query", "embed_query")
     wrap(eng.index, "search", "vector_index")
-    wrap(search_mod, "fts_search", "fts")
+    wrap(retriever_mod, "fts_search", "fts")
     lexical = getattr(eng, "lexical", None)  # an in-memory BM25 index, where the engine has one
     if lexical is not None:
         wrap(lexical, "search", "fts")

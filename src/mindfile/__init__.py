@@ -21,6 +21,7 @@ from mindfile.errors import (
     MindfileError,
     NotFoundError,
     SchemaError,
+    ScopeError,
     StorageError,
 )
 from mindfile.manage import (
@@ -86,6 +87,7 @@ __all__ = [
     "QuotaUsage",
     "RerankWeights",
     "SchemaError",
+    "ScopeError",
     "ScoreBreakdown",
     "ScratchpadState",
     "SearchHit",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from os import PathLike
@@ -16,7 +17,7 @@ from mindfile._api.manage import ManageAPI
 from mindfile._api.memory import AgentMemoryAPI
 from mindfile.embed import Embedder, embedder_for_model_id, fusion_weights, resolve_embedder
 from mindfile.embed.base import Vectors
-from mindfile.errors import ConfigError, InvalidInputError
+from mindfile.errors import ConfigError, InvalidInputError, MindfileError, ScopeError
 from mindfile.index.chunking import ChunkSpec
 from mindfile.index.embedding import embed_documents
 from mindfile.index.pipeline import PreparedEvent, check_id, prepare_event
@@ -29,7 +30,7 @@ from mindfile.retrieve.search import (
     SearchResults,
     run_search,
 )
-from mindfile.storage import log
+from mindfile.storage import erase, log
 from mindfile.storage.db import Database, utcnow
 from mindfile.storage.migrations import apply_migrations
 from mindfile.tokens import TokenCounter, estimate_tokens, message_tokens
@@ -45,6 +46,8 @@ from mindfile.vector import VectorIndex, make_index
 
 if TYPE_CHECKING:
     from mindfile.scheduler import SqliteSchedulerStore
+
+logger = logging.getLogger("mindfile")
 
 __all__ = ["Event", "Mindfile", "open"]
 
@@ -180,10 +183,18 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
     def close(self) -> None:
         """Release the database connection and the in-memory index."""
         if not self.db.closed:
+            self._purge_if_pending()
             self.index.close()
             if self.lexical is not None:
                 self.lexical.close()
             self.db.close()
+
+    def _purge_if_pending(self) -> None:
+        try:
+            if erase.purge_pending(self.db):
+                erase.purge(self.db)
+        except MindfileError as exc:  # e.g. another process holds the write lock
+            logger.warning("purge on close failed, left for the next close: %s", exc)
 
     def __enter__(self) -> Mindfile:
         return self
@@ -207,6 +218,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         metadata: Mapping[str, Any] | None = None,
         tags: Sequence[str] | None = None,
         agent_identity: str | None = None,
+        user_id: str | None = None,
+        channel: str | None = None,
         importance: float | None = None,
         ttl: float | timedelta | None = None,
     ) -> int:
@@ -216,6 +229,9 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         and nothing is written. ``metadata`` and ``tags`` go into every chunk's metadata.
         ``importance`` (in [0, 1]) defaults to the role's; ``ttl`` (seconds or a
         timedelta) makes the event expire (docs/memory-management.md).
+
+        ``user_id`` and ``channel`` scope the session (docs/privacy.md): the first write
+        that gives them fixes them, a different one later is a :class:`ScopeError`.
         """
         event = prepare_event(
             session_id,
@@ -227,19 +243,22 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             importance=importance,
             expires_at=_expires_at(ttl),
         )
-        return self._write([event], agent_identity=agent_identity)
+        return self._write([event], agent_identity, user_id, channel)
 
     def store_many(
         self,
         events: Iterable[Event],
         *,
         agent_identity: str | None = None,
+        user_id: str | None = None,
+        channel: str | None = None,
         importance: float | None = None,
         ttl: float | timedelta | None = None,
     ) -> int:
         """Store many events in one transaction (all or nothing); returns chunks added.
 
-        ``importance`` and ``ttl`` apply to every event, as in :meth:`store`.
+        ``agent_identity``, ``user_id``, ``channel``, ``importance`` and ``ttl`` apply to
+        every event, as in :meth:`store`.
         """
         expires = _expires_at(ttl)
         if not isinstance(events, Iterable):
@@ -262,11 +281,22 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
                     expires_at=expires,
                 )
             )
-        return self._write(prepared, agent_identity=agent_identity)
+        return self._write(prepared, agent_identity, user_id, channel)
 
-    def _write(self, events: list[PreparedEvent], *, agent_identity: str | None) -> int:
-        if agent_identity is not None:
-            check_id(agent_identity, "agent_identity")
+    def _write(
+        self,
+        events: list[PreparedEvent],
+        agent_identity: str | None,
+        user_id: str | None,
+        channel: str | None,
+    ) -> int:
+        for value, what in (
+            (agent_identity, "agent_identity"),
+            (user_id, "user_id"),
+            (channel, "channel"),
+        ):
+            if value is not None:
+                check_id(value, what)
         # Background indexing: no embedder call; write_event enqueues jobs instead.
         vectors = None if self.indexing == "background" else self._embed_chunks(events)
         now = utcnow()
@@ -278,6 +308,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
                 self.embedder.model_id,
                 now,
                 agent_identity=agent_identity,
+                user_id=user_id,
+                channel=channel,
                 neighbor_context=self.neighbor_context,
             )
             # Quotas: evict or fail inside this transaction (docs/memory-management.md).
@@ -294,9 +326,15 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         texts = [c.text for e in events for c in e.chunks]
         return embed_documents(self.embedder, self.db, texts)
 
-    def recall(self, session_id: str, limit: int | None = None) -> list[MemoryRecord]:
-        """The session's events in sequence order (the last ``limit`` when given)."""
+    def recall(
+        self, session_id: str, limit: int | None = None, *, user_id: str | None = None
+    ) -> list[MemoryRecord]:
+        """The session's events in sequence order (the last ``limit`` when given).
+
+        With ``user_id``, a session of another user is a :class:`ScopeError`.
+        """
         check_id(session_id, "session_id")
+        self.check_owner(session_id, user_id)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise InvalidInputError("limit must be an integer or None")
         if limit is not None and limit < 0:
@@ -308,12 +346,63 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         check_id(session_id, "session_id")
         with self.db.atomic():
             existed = log.delete_session(self.db, session_id)
+            if session_id.startswith("facts:"):  # the facts themselves, not only chunks
+                existed = (
+                    erase.erase_facts_scope(self.db, session_id[len("facts:") :]) > 0 or existed
+                )
         self.working_memory.invalidate(session_id)
         return existed
 
-    def list_sessions(self) -> list[SessionInfo]:
-        """All sessions, most recently updated first."""
-        return log.list_sessions(self.db)
+    def forget_user(self, user_id: str) -> dict[str, int]:
+        """Erase everything of ``user_id`` and purge what deletion leaves on disk.
+
+        Sessions of the user (and ``memory:{user}`` / ``facts:{user}``) with their
+        events, chunks, vectors, notes, scratchpads and summaries; facts and their
+        history; schedules and their runs; logged LLM failures; the user's quota
+        settings. Then FTS5 segments are merged and the WAL truncated (docs/privacy.md).
+        Returns how many rows of each kind were deleted.
+        """
+        check_id(user_id, "user_id")
+        with self.db.atomic():
+            sessions = [str(r[0]) for r in self.db.query(erase.USER_SESSIONS, (user_id,))]
+            counts = erase.erase_user(self.db, user_id)
+        for session_id in sessions:
+            self.working_memory.invalidate(session_id)
+        self.purge()
+        return counts
+
+    def purge(self) -> None:
+        """Remove what deleted rows leave behind: merge FTS5 segments, truncate the WAL.
+
+        Deletes already zero freed space (``secure_delete``); this drops the deleted
+        text's terms from the full-text index and old page images from the WAL. Runs
+        on :meth:`close` after any delete; its cost grows with the index
+        (benchmarks/README.md).
+        """
+        erase.purge(self.db)
+
+    def list_sessions(
+        self, *, user_id: str | None = None, channel: str | None = None
+    ) -> list[SessionInfo]:
+        """Sessions (only ``user_id``'s / ``channel``'s when given), most recently
+        updated first."""
+        for value, what in ((user_id, "user_id"), (channel, "channel")):
+            if value is not None:
+                check_id(value, what)
+        return log.list_sessions(self.db, user_id=user_id, channel=channel)
+
+    def check_owner(self, session_id: str, user_id: str | None) -> None:
+        """:class:`ScopeError` when ``user_id`` is given and the session is another
+        user's (a missing or unscoped session passes; docs/privacy.md)."""
+        if user_id is None:
+            return
+        check_id(user_id, "user_id")
+        scope = log.session_scope(self.db, session_id)
+        owner = None if scope is None else scope[0]
+        if owner is not None and owner != user_id:
+            raise ScopeError(
+                f"session {session_id!r} belongs to another user", session_id=session_id
+            )
 
     def restore(
         self,
@@ -360,11 +449,15 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         min_score: float | None = None,
         query_embedding: Sequence[float] | None = None,
         candidates: int = DEFAULT_CANDIDATES,
+        user_id: str | None = None,
+        channel: str | None = None,
     ) -> SearchResults:
         """Search chunks by vector similarity, BM25, or both fused.
 
         ``session_id``: one id, a list, or None for the whole store. ``tags``: every tag
-        must be on the chunk (filtered in SQL). Weighted fusion min-max normalises each
+        must be on the chunk (filtered in SQL). ``user_id`` / ``channel``: only sessions
+        of that user / channel (with ``session_id`` too: the sessions in both), filtered
+        inside both legs before fusion (docs/privacy.md). Weighted fusion min-max normalises each
         list and combines them with the weights; ``fusion="rrf"`` uses reciprocal rank
         fusion (k=60) with the same weights. Ties go to the most recent chunk.
 
@@ -393,6 +486,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             dims=self.embedder.dimensions,
             default_weights=fusion_weights(self.embedder),
             candidates=candidates,
+            user_id=user_id,
+            channel=channel,
         )
         return run_search(self.db, self.index, self.embedder, req, self.lexical)
 

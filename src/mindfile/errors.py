@@ -34,6 +34,7 @@ __all__ = [
     "MindfileError",
     "NotFoundError",
     "SchemaError",
+    "ScopeError",
     "StorageError",
 ]
 
@@ -94,6 +95,16 @@ class ConflictError(MindfileError):
     code = "conflict"
     http_status = 409
     exit_code = 5
+
+
+class ScopeError(ConflictError):
+    """A session is used under another user or channel than the one it belongs to.
+
+    A session's ``user_id`` and ``channel`` are fixed once set (docs/privacy.md);
+    passing a different one is refused rather than mixing two users' memory.
+    """
+
+    code = "scope_conflict"
 
 
 class StorageError(MindfileError):

@@ -48,6 +48,8 @@ class SessionInfo(_ToDict):
     updated_at: str
     last_sequence: int
     event_count: int
+    user_id: str | None = None
+    channel: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

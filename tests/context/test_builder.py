@@ -32,6 +32,7 @@ TABLE = {
     "sim 0.65": basis(0.65, 0, math.sqrt(1 - 0.65**2)),
     "sim 0.80": basis(0.80, 0, 0, 0.6),
     "near copy": basis(0.99, 0, 0, 0, math.sqrt(1 - 0.99**2)),
+    "sim 0.80 note": basis(0.80, 0, 0, 0, 0, 0.6),
 }
 
 
@@ -61,9 +62,11 @@ def check_accounting(ctx: Context) -> None:
 
 
 def test_output_order_shapes_and_reasons(tmem: mindfile.Mindfile) -> None:
-    tmem.store("old", 1, user(HIKING), agent_identity="bot")
+    tmem.store("old", 1, user(HIKING), agent_identity="bot", user_id="u1")
     tmem.store_note("memory:u1", "n1", PEANUTS)
-    tmem.store_many([("chat", i, user(f"turn {i}")) for i in (1, 2, 3)], agent_identity="bot")
+    tmem.store_many(
+        [("chat", i, user(f"turn {i}")) for i in (1, 2, 3)], agent_identity="bot", user_id="u1"
+    )
     tmem.write_summary_state("chat", SummaryState("Earlier: greetings.", 1), 0)
     ctx = build(
         tmem,
@@ -224,22 +227,25 @@ def test_notes_and_facts_of_the_user_only(tmem: mindfile.Mindfile) -> None:
 
 
 def test_channel_restricts_other_sessions(tmem: mindfile.Mindfile) -> None:
-    tmem.store("s1", 1, user(HIKING), metadata={"channel": "slack"}, agent_identity="bot")
+    tmem.store("s1", 1, user(HIKING), channel="slack", agent_identity="bot", user_id="u")
+    # A session stored without a channel, whose events say theirs in metadata.
     tmem.store("s2", 1, user("sim 0.80"), metadata={"channel": "email"}, agent_identity="bot")
-    tmem.store("s3", 1, user("sim 0.66"), agent_identity="bot")
-    tmem.store("chat", 1, user("near copy"), metadata={"channel": "email"}, agent_identity="bot")
+    tmem.store("s2", 2, user("sim 0.66"), metadata={"channel": "slack"}, user_id="u")
+    tmem.store("s3", 1, user("sim 0.65"), agent_identity="bot", user_id="u")
+    tmem.store("chat", 1, user("near copy"), channel="email", agent_identity="bot", user_id="u")
     tmem.store_many([("chat", i, assistant(f"filler {i}")) for i in range(2, 13)])
-    tmem.store_note("memory:u", "n", "sim 0.65")
+    tmem.store_note("memory:u", "n", "sim 0.80 note")
     cfg = ContextConfig(relevance_threshold=0.6, near_duplicate=1.0)
     everything = build(tmem, user_id="u", config=cfg)
-    assert len(memories(everything)) == 5
+    assert len(memories(everything)) == 6
     ctx = build(tmem, user_id="u", channel="slack", config=cfg)
-    # Other sessions: only slack. The current session and notes: always.
-    assert sorted(memories(ctx)) == sorted([HIKING, "near copy", "sim 0.65"])
+    # Other sessions: only slack ones (or slack chunks of a session without a channel).
+    # The current session and notes: always.
+    assert sorted(memories(ctx)) == sorted([HIKING, "sim 0.66", "near copy", "sim 0.80 note"])
 
 
 def test_lookback_window(tmem: mindfile.Mindfile) -> None:
-    tmem.store("old", 1, user(HIKING), agent_identity="bot")
+    tmem.store("old", 1, user(HIKING), agent_identity="bot", user_id="u")
     tmem.store("old", 2, user(PEANUTS), agent_identity="bot")
     tmem.store_note("memory:u", "n", "sim 0.80")
     long_ago = (datetime.now(UTC) - timedelta(days=100)).isoformat(timespec="microseconds")
@@ -251,7 +257,7 @@ def test_lookback_window(tmem: mindfile.Mindfile) -> None:
     assert memories(ctx) == [PEANUTS, "sim 0.80"]
     ctx = build(tmem, agent_identity="bot", user_id="u", config=ContextConfig(lookback_days=None))
     assert memories(ctx) == [PEANUTS, HIKING, "sim 0.80"]
-    ctx = build(tmem, agent_identity="bot", config=ContextConfig(lookback_days=200))
+    ctx = build(tmem, agent_identity="bot", user_id="u", config=ContextConfig(lookback_days=200))
     assert HIKING in memories(ctx)
 
 

@@ -26,7 +26,7 @@ sentences = st.lists(st.sampled_from(WORDS), min_size=1, max_size=12).map(" ".jo
 
 
 def _fts5(mem: mindfile.Mindfile, query: str, k: int, **kw: object) -> list[tuple[int, float]]:
-    return fts_search(mem.db, query, k, session_ids=None, tags=(), **kw)  # type: ignore[arg-type]
+    return fts_search(mem.db, query, k, **kw)  # type: ignore[arg-type]
 
 
 def _close(a: list[tuple[int, float]], b: list[tuple[int, float]]) -> None:

@@ -71,20 +71,30 @@ def test_setting_the_same_value_is_a_no_op(mem: mindfile.Mindfile) -> None:
     assert changed.source == "user" and len(mem.fact_history("alice", "home", "city")) == 1
 
 
-def test_delete_keeps_the_value_in_history_unless_purged(mem: mindfile.Mindfile) -> None:
+def test_retiring_keeps_the_value_in_history_deleting_erases_it(mem: mindfile.Mindfile) -> None:
     mem.set_fact("alice", "home", "city", "Lisbon")
     mem.set_fact("alice", "home", "city", "Porto")
-    assert mem.delete_fact("alice", "home", "city") is True
+    assert mem.delete_fact("alice", "home", "city", keep_history=True) is True
     assert mem.get_fact("alice", "home", "city") is None
     assert [(v.value, v.reason) for v in mem.fact_history("alice", "home", "city")] == [
         ("Porto", "deleted"),
         ("Lisbon", "updated"),
     ]
-    assert mem.delete_fact("alice", "home", "city") is False
+    assert mem.delete_fact("alice", "home", "city", keep_history=True) is False
     mem.set_fact("alice", "home", "city", "Faro")
-    assert mem.delete_fact("alice", "home", "city", keep_history=False) is True
+    assert mem.delete_fact("alice", "home", "city") is True
     assert mem.fact_history("alice", "home", "city") == []
     assert mem.db.scalar("SELECT count(*) FROM fact_history") == 0
+
+
+def test_forgetting_the_facts_session_deletes_the_facts(mem: mindfile.Mindfile) -> None:
+    mem.set_fact("alice", "home", "city", "Lisbon")
+    mem.set_fact("alice", "home", "city", "Porto")
+    mem.set_fact("bob", "home", "city", "Faro")
+    assert mem.forget("facts:alice") is True
+    assert mem.list_facts("alice") == []
+    assert mem.fact_history("alice", "home", "city") == []
+    assert [f.value for f in mem.list_facts("bob")] == ["Faro"]
 
 
 def test_facts_are_searchable_and_reindexed_atomically(mem: mindfile.Mindfile) -> None:

@@ -176,7 +176,10 @@ def test_fact_tools(mem: mindfile.Mindfile) -> None:
     assert [f["key"] for f in ok(mem, "fact_list", {"category": "home"})["facts"]] == ["city"]
     assert ok(mem, "fact_list", user="bob")["facts"] == []
     assert ok(mem, "fact_delete", {"category": "home", "key": "city"}) == {"deleted": True}
-    assert mem.fact_history("alice", "home", "city")[0].reason == "deleted"
+    # Deleted means gone: the value and its history (docs/privacy.md).
+    assert mem.fact_history("alice", "home", "city") == []
+    got = ok(mem, "fact_get", {"category": "home", "key": "city", "include_history": True})
+    assert "Lisbon" not in json.dumps(got)
 
 
 # -- errors -------------------------------------------------------------------------------

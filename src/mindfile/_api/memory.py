@@ -153,9 +153,10 @@ class AgentMemoryAPI(Facet):
         return _mem.list_facts(self._mindfile, scope, category=category)
 
     def delete_fact(
-        self, scope: str, category: str, key: str, *, keep_history: bool = True
+        self, scope: str, category: str, key: str, *, keep_history: bool = False
     ) -> bool:
-        """Delete a fact (its value kept in history unless ``keep_history=False``)."""
+        """Delete a fact and its history (``keep_history=True`` retires it: the value
+        moves to the history instead)."""
         return _mem.delete_fact(self._mindfile, scope, category, key, keep_history=keep_history)
 
     def fact_history(self, scope: str, category: str, key: str) -> list[_mem.FactVersion]:

@@ -379,16 +379,16 @@ def facts_history(category: str, key: str, user_id: str, db_path: str, as_json: 
 @facts.command("delete")
 @click.argument("category")
 @click.argument("key")
-@click.option("--purge", is_flag=True, help="Also erase every earlier value.")
+@click.option("--keep-history", is_flag=True, help="Retire: keep the value in the fact's history.")
 @user_option
 @db_option
 @json_option
 def facts_delete(
-    category: str, key: str, purge: bool, user_id: str, db_path: str, as_json: bool
+    category: str, key: str, keep_history: bool, user_id: str, db_path: str, as_json: bool
 ) -> None:
-    """Delete a fact (its value is kept in the history unless --purge)."""
+    """Delete a fact and its history (--keep-history retires it instead)."""
     with run(as_json), _store(db_path, create=False) as mem:
-        if not mem.delete_fact(user_id, category, key, keep_history=not purge):
+        if not mem.delete_fact(user_id, category, key, keep_history=keep_history):
             raise NotFoundError(f"no fact {category!r}/{key!r} for user {user_id!r}")
         emit(
             {"category": category, "key": key, "deleted": True},

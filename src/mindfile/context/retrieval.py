@@ -1,19 +1,22 @@
 """The memory legs of the context builder: scope, salience, relevance (and lexical).
 
-**Scope.** Memories come from
+**Scope** (docs/privacy.md). Memories come from
 
 - the current session (minus its recent window, which is in the context verbatim),
-- with ``cross_session``, the other sessions with the same ``agent_identity`` as the
-  current one (or the one passed in); a session without an identity has no
-  cross-session recall, so nothing leaks between unlabelled owners,
-- with ``user_id``, that user's notes (``memory:{user_id}``) and facts
-  (``facts:{user_id}``).
+- with ``cross_session``, the other sessions of the same user: ``user_id`` as passed,
+  else the current session's own user. With ``agent_identity`` known (passed, or the
+  current session's), only that agent's sessions. With no user at all, only other
+  *unscoped* sessions of the same agent identity (and none without one): a context
+  never crosses into a session that belongs to a user unless it is that user's,
+- with a user, that user's notes (``memory:{user}``) and facts (``facts:{user}``).
 
-Conversation chunks must be newer than the lookback cutoff (chunk ``created_at``); with
-a ``channel``, chunks of *other* sessions must carry ``metadata["channel"] == channel``.
-Notes and facts are durable knowledge: neither the lookback nor the channel applies to
-them. Expired chunks (``expires_at <= now`` and not pinned, the rule of
-:mod:`mindfile.manage.expiry`) are never recalled.
+Naming a session that belongs to another user than ``user_id`` is a
+:class:`~mindfile.errors.ScopeError`. Conversation chunks must be newer than the
+lookback cutoff (chunk ``created_at``); with a ``channel``, other sessions must be of
+that channel (``sessions.channel``; for sessions stored without one, chunks whose
+``metadata["channel"]`` is that channel). Notes and facts are durable knowledge:
+neither the lookback nor the channel applies to them. Expired chunks (``expires_at <=
+now`` and not pinned, the rule of :mod:`mindfile.manage.expiry`) are never recalled.
 
 **Importance** is the *effective* importance of :mod:`mindfile.manage.importance`: 1.0
 when pinned, else the stored importance, decayed from the last recorded use (or
@@ -23,6 +26,8 @@ creation) when the store has a decay policy.
 the threshold, in scope (the lookback does not apply: a pinned memory does not age out).
 *Relevance*: the vector index's nearest chunks in scope with cosine at or above the
 threshold. *Lexical* (optional): the top BM25 hits in scope, whatever their cosine.
+Relevance and lexical run through the same :class:`~mindfile.retrieve.retriever.Retriever`
+as ``search``.
 """
 
 from __future__ import annotations
@@ -37,20 +42,21 @@ import numpy.typing as npt
 
 from mindfile.context.rerank import Candidate, Leg
 from mindfile.embed.base import Vector
+from mindfile.errors import ScopeError
 from mindfile.manage.expiry import get_decay_policy
 from mindfile.manage.importance import effective_importance
 from mindfile.memory.facts import facts_session
 from mindfile.memory.notes import notes_session
-from mindfile.retrieve.fts import COLUMN_WEIGHTS, fts_query
+from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.storage.db import Database
-from mindfile.vector.base import VectorFilter, VectorIndex
+from mindfile.vector.base import VectorIndex
 
 if TYPE_CHECKING:
     from mindfile.retrieve.lexical import Bm25Index
 
 __all__ = ["Scope", "gather_candidates", "resolve_scope"]
 
-AGENT_OF = "SELECT agent_identity FROM sessions WHERE session_id = ?"
+SESSION_OF = "SELECT agent_identity, user_id FROM sessions WHERE session_id = ?"
 
 CHUNKS = """
 SELECT c.id, c.chunk_id, c.session_id, c.chunk_text, c.sequence_end, c.metadata_json,
@@ -66,7 +72,9 @@ class Scope:
     """Which chunks a context may recall (see the module docstring)."""
 
     session_id: str
+    user_id: str | None
     agent_identity: str | None
+    cross_session: bool
     namespaces: tuple[str, ...]
     channel: str | None
     cutoff: str | None
@@ -85,24 +93,45 @@ class Scope:
             current += " AND c.created_at >= ?"
             params.append(cutoff)
         parts = [f"({current})"]
-        if self.agent_identity is not None:
-            other = (
-                "c.session_id IN (SELECT session_id FROM sessions "
-                "WHERE agent_identity = ? AND session_id != ?)"
-            )
-            params += [self.agent_identity, self.session_id]
+        others = self._other_sessions()
+        if others is not None:
+            sessions_sql, sessions_params = others
+            other = f"c.session_id IN ({sessions_sql})"
+            params += sessions_params
             if cutoff is not None:
                 other += " AND c.created_at >= ?"
                 params.append(cutoff)
             if self.channel is not None:
-                other += " AND json_extract(c.metadata_json, '$.channel') = ?"
-                params.append(self.channel)
+                other += (
+                    " AND (c.session_id IN (SELECT session_id FROM sessions WHERE channel = ?)"
+                    " OR (c.session_id IN (SELECT session_id FROM sessions WHERE channel IS NULL)"
+                    " AND json_extract(c.metadata_json, '$.channel') = ?))"
+                )
+                params += [self.channel, self.channel]
             parts.append(f"({other})")
         if self.namespaces:
             parts.append(f"c.session_id IN ({','.join('?' * len(self.namespaces))})")
             params += list(self.namespaces)
         alive = "(c.expires_at IS NULL OR c.expires_at > ? OR c.pinned = 1)"
         sql = f"{alive} AND ({' OR '.join(parts)})"
+        return sql, params
+
+    def _other_sessions(self) -> tuple[str, list[Any]] | None:
+        """SQL selecting the other conversation sessions in scope, or None."""
+        if not self.cross_session:
+            return None
+        sql = "SELECT session_id FROM sessions WHERE session_id != ?"
+        params: list[Any] = [self.session_id]
+        if self.user_id is not None:
+            sql += " AND user_id = ?"
+            params.append(self.user_id)
+        elif self.agent_identity is not None:
+            sql += " AND user_id IS NULL"
+        else:
+            return None  # no user, no agent: nothing to cross into
+        if self.agent_identity is not None:
+            sql += " AND agent_identity = ?"
+            params.append(self.agent_identity)
         return sql, params
 
 
@@ -118,15 +147,19 @@ def resolve_scope(
     now: datetime,
     recent_from: int | None,
 ) -> Scope:
-    """The scope for a context of ``session_id`` (the agent is looked up if not given)."""
-    agent = agent_identity
-    if agent is None and cross_session:
-        found = db.scalar(AGENT_OF, (session_id,))
-        agent = None if found is None else str(found)
-    namespaces = (notes_session(user_id), facts_session(user_id)) if user_id else ()
+    """The scope for a context of ``session_id`` (its user and agent are looked up)."""
+    row = db.query_one(SESSION_OF, (session_id,))
+    stored_agent, owner = (None, None) if row is None else (row[0], row[1])
+    if user_id is not None and owner is not None and owner != user_id:
+        raise ScopeError(f"session {session_id!r} belongs to another user", session_id=session_id)
+    user = user_id if user_id is not None else owner
+    agent = agent_identity if agent_identity is not None else stored_agent
+    namespaces = (notes_session(user), facts_session(user)) if user else ()
     return Scope(
         session_id=session_id,
-        agent_identity=agent if cross_session else None,
+        user_id=user,
+        agent_identity=None if agent is None else str(agent),
+        cross_session=cross_session,
         namespaces=namespaces,
         channel=channel,
         cutoff=None if cutoff is None else _iso(cutoff),
@@ -165,33 +198,20 @@ def gather_candidates(
     )
     for (rowid,) in salient:
         legs.setdefault(int(rowid), set()).add("salience")
-    if lexical is not None and not lexical.usable():
-        lexical.warm()  # still building: rank the lexical leg with FTS5 meanwhile
-        lexical = None
     sql, params = scope.where()
-    where: VectorFilter | None = None
-    if (query_vec is not None and candidate_pool > 0) or (lexical is not None and lexical_k > 0):
-        allowed = db.query(f"SELECT c.id FROM chunks AS c WHERE {sql}", params)
-        where = VectorFilter(rowids=np.array([r[0] for r in allowed], dtype=np.int64))
-    allowed_any = where is not None and where.rowids is not None and len(where.rowids) > 0
-    if query_vec is not None and candidate_pool > 0 and allowed_any:
-        for rowid, sim in index.search(query_vec, candidate_pool, where=where):
-            if sim >= relevance_threshold:
-                legs.setdefault(rowid, set()).add("relevance")
-                scores[rowid] = sim
-    if lexical is not None and lexical_k > 0 and allowed_any:
-        for rowid, _ in lexical.search(query, lexical_k, where=where):
-            legs.setdefault(rowid, set()).add("lexical")
-    match = fts_query(query) if lexical_k > 0 and lexical is None else None
-    if match is not None:
-        bm25 = "bm25(chunks_fts, ?, ?, ?)"
-        rows = db.query(
-            f"SELECT c.id FROM chunks_fts JOIN chunks AS c ON c.id = chunks_fts.rowid "
-            f"WHERE chunks_fts MATCH ? AND {sql} ORDER BY {bm25} LIMIT ?",
-            [match, *params, *COLUMN_WEIGHTS, lexical_k],
-        )
-        for (rowid,) in rows:
-            legs.setdefault(int(rowid), set()).add("lexical")
+    found = Retriever(db, index, lexical).legs(
+        query,
+        query_vec,
+        ReadFilter(condition=sql, params=tuple(params)),
+        vector_k=candidate_pool,
+        lexical_k=lexical_k,
+    )
+    for rowid, sim in found.vector:
+        if sim >= relevance_threshold:
+            legs.setdefault(rowid, set()).add("relevance")
+            scores[rowid] = sim
+    for rowid, _ in found.lexical:
+        legs.setdefault(rowid, set()).add("lexical")
     if not legs:
         return []
     half_life = get_decay_policy(db).half_life_seconds

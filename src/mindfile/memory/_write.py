@@ -46,12 +46,6 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING id
 """
 
-ENSURE_SESSION = """
-INSERT INTO sessions (session_id, agent_identity, created_at, updated_at)
-VALUES (?1, NULL, ?2, ?2)
-ON CONFLICT (session_id) DO NOTHING
-"""
-
 
 def check_text(value: str, what: str) -> str:
     """``value`` if it is valid unicode (SQLite stores UTF-8; lone surrogates cannot)."""
@@ -92,12 +86,12 @@ def scoped_chunks(
 
 def ensure_session(db: Database, session_id: str, now: str) -> None:
     """Create the session row if missing, without touching an existing one."""
-    db.execute(ENSURE_SESSION, (session_id, now))
+    log.upsert_session(db, session_id, now, touch=False)
 
 
 def touch_session(db: Database, session_id: str, now: str) -> None:
     """Create the session row if missing, else bump its ``updated_at``."""
-    db.execute(log.UPSERT_SESSION, (session_id, None, now))
+    log.upsert_session(db, session_id, now)
 
 
 def insert_chunks(

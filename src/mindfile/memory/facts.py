@@ -4,14 +4,15 @@ A fact is ``(scope, category, key) -> value``; ``scope`` is the user or agent id
 belongs to. Category and key are identifiers: trimmed, whitespace collapsed and
 lowercased, so ``"Food "`` and ``"food"`` are the same category. Setting an existing key
 moves the old value to ``fact_history`` (reason ``updated``) before replacing it;
-deleting moves it there with reason ``deleted`` (or, with ``keep_history=False``, purges
-the key's history too). Setting the value a fact already has is a no-op.
+deleting removes the value *and* the key's history (deleted means gone, docs/privacy.md);
+``keep_history=True`` retires it instead: the value moves to the history with reason
+``deleted``. Setting the value a fact already has is a no-op.
 
 Each fact is also indexed as one chunk (more for very long values) in the session
 ``facts:{scope}`` with text ``"{category} / {key}: {value}"`` and metadata
 ``{"kind": "fact", "category", "key", "source", "updated_at"}``, replaced in the same
-transaction as the row. That session is derived from the ``facts`` table: do not
-``forget`` it (the facts would stay, but be unsearchable until their values change).
+transaction as the row. That session is derived from the ``facts`` table;
+``forget("facts:{scope}")`` deletes the scope's facts and their history with it.
 """
 
 from __future__ import annotations
@@ -145,12 +146,13 @@ def list_facts(engine: Mindfile, scope: str, *, category: str | None = None) -> 
 
 
 def delete_fact(
-    engine: Mindfile, scope: str, category: str, key: str, *, keep_history: bool = True
+    engine: Mindfile, scope: str, category: str, key: str, *, keep_history: bool = False
 ) -> bool:
-    """Delete a fact and its chunks; True if it existed.
+    """Delete a fact, its chunks and every earlier value of the key; True if there was
+    anything to delete (a retired fact's history counts).
 
-    The deleted value goes to the history unless ``keep_history`` is False, which also
-    purges every earlier value of the key (for data the user wants gone).
+    ``keep_history=True`` retires the fact instead: the value moves to the history
+    (reason ``deleted``) and earlier values stay.
     """
     session_id = facts_session(scope)
     category, key = _name(category, "category"), _name(key, "key")
@@ -161,13 +163,15 @@ def delete_fact(
             if keep_history:
                 db.execute(ARCHIVE_FACT, (utcnow(), "deleted", row[0]))
             db.execute("DELETE FROM facts WHERE id = ?", (row[0],))
+        erased = 0
         if not keep_history:
             db.execute(
                 "DELETE FROM fact_history WHERE scope = ? AND category = ? AND key = ?",
                 (scope, category, key),
             )
+            erased = db.changes()
         db.execute(DELETE_FACT_CHUNKS, (session_id, category, key))
-    return row is not None
+    return row is not None or erased > 0
 
 
 def fact_history(engine: Mindfile, scope: str, category: str, key: str) -> list[FactVersion]:

@@ -80,26 +80,26 @@ def fts_search(
     db: Database,
     text: str,
     limit: int,
+    where: str = "",
+    params: Sequence[object] = (),
     *,
-    session_ids: Sequence[str] | None,
-    tags: Sequence[str],
     weights: tuple[float, float, float] = COLUMN_WEIGHTS,
 ) -> list[tuple[int, float]]:
     """``(chunk_rowid, bm25)`` best first; bm25 is negated so higher is better.
 
-    ``weights`` weigh the chunk text and its before/after context columns. Equal scores
-    go to the higher rowid, as in every leg, so the top ``limit`` is deterministic.
+    ``where`` is an ``" AND ..."`` condition on ``chunks AS c`` with its ``params``
+    (:meth:`mindfile.retrieve.retriever.ReadFilter.clause`). ``weights`` weigh the
+    chunk text and its before/after context columns. Equal scores go to the higher
+    rowid, as in every leg, so the top ``limit`` is deterministic.
     """
     match = fts_query(text)
     if match is None or limit <= 0:
         return []
-    s_sql, s_params = session_clause(session_ids)
-    t_sql, t_params = tag_clause(tags)
     bm25 = "bm25(chunks_fts, ?, ?, ?)"
     sql = (
         f"SELECT c.id, -{bm25} AS score FROM chunks_fts "
         "JOIN chunks AS c ON c.id = chunks_fts.rowid "
-        f"WHERE chunks_fts MATCH ?{s_sql}{t_sql} ORDER BY {bm25}, c.id DESC LIMIT ?"
+        f"WHERE chunks_fts MATCH ?{where} ORDER BY {bm25}, c.id DESC LIMIT ?"
     )
-    rows = db.query(sql, [*weights, match, *s_params, *t_params, *weights, limit])
+    rows = db.query(sql, [*weights, match, *params, *weights, limit])
     return [(int(r), float(s)) for r, s in rows]

@@ -14,14 +14,13 @@ from mindfile.embed.base import Embedder, Vector, normalize
 from mindfile.errors import EmbeddingError, InvalidInputError, MindfileError
 from mindfile.index.chunking import normalize_text
 from mindfile.index.pipeline import check_id, normalize_tags
-from mindfile.manage.expiry import hidden_rowids
 from mindfile.retrieve.degraded import degrade
-from mindfile.retrieve.fts import fts_search, session_clause, tag_clause
 from mindfile.retrieve.fusion import Fused, add_tail, rank_key, rrf_fusion, weighted_fusion
-from mindfile.storage.db import Database, utcnow
-from mindfile.storage.log import chunk_ends, chunk_rows
+from mindfile.retrieve.retriever import ReadFilter, Retriever
+from mindfile.storage.db import Database
+from mindfile.storage.log import chunk_ends, chunk_rows, scoped_sessions
 from mindfile.types import FusionMode, ScoreBreakdown, SearchHit, SearchMode
-from mindfile.vector.base import VectorFilter, VectorIndex
+from mindfile.vector.base import VectorIndex
 
 if TYPE_CHECKING:
     from mindfile.retrieve.lexical import Bm25Index
@@ -32,6 +31,7 @@ __all__ = [
     "MAX_TOP_K",
     "SearchRequest",
     "SearchResults",
+    "read_filter",
     "run_search",
 ]
 
@@ -89,6 +89,8 @@ class SearchRequest:
     min_score: float | None
     query_embedding: Vector | None
     candidates: int = DEFAULT_CANDIDATES
+    user_id: str | None = None
+    channel: str | None = None
 
     @classmethod
     def build(
@@ -107,6 +109,8 @@ class SearchRequest:
         dims: int,
         default_weights: tuple[float, float] = (0.7, 0.3),
         candidates: Any = DEFAULT_CANDIDATES,
+        user_id: Any = None,
+        channel: Any = None,
     ) -> SearchRequest:
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, not {type(query).__name__}")
@@ -138,6 +142,8 @@ class SearchRequest:
             min_score=floor,
             query_embedding=_embedding(query_embedding, dims),
             candidates=candidates,
+            user_id=None if user_id is None else check_id(user_id, "user_id"),
+            channel=None if channel is None else check_id(channel, "channel"),
         )
 
 
@@ -191,7 +197,8 @@ def run_search(
 ) -> SearchResults:
     """Run both legs as the mode asks, fuse, and build hits.
 
-    The BM25 leg runs on the in-memory ``lexical`` index when given, else on FTS5.
+    The legs run through the one read path (:class:`Retriever`), the BM25 leg on the
+    in-memory ``lexical`` index when given and ready, else on FTS5.
     """
     # Each leg's top `depth` hits are fused; when more results are asked for than that,
     # the legs go deeper only to extend the tail (hits that did not make any leg's top
@@ -199,39 +206,28 @@ def run_search(
     # score are the same whatever top_k is (docs/retrieval.md).
     depth = req.candidates
     pool = max(depth, req.top_k)
-    # Expired chunks are hidden until the sweep deletes them (docs/memory-management.md):
-    # each leg over-fetches by how many there are (usually none) and drops them, so
-    # its top `pool` stays exact.
-    hidden = hidden_rowids(db, utcnow())
-    fetch = pool + len(hidden)
+    weights = (req.vector_weight, req.fts_weight)
     mode: str = req.mode
     degraded: str | None = None
-    vector_hits: list[tuple[int, float]] = []
-    fts_hits: list[tuple[int, float]] = []
-    where = _filter(db, req)
-    if where is not None and where.rowids is not None and len(where.rowids) == 0:
-        return SearchResults([], mode=mode, weights=(req.vector_weight, req.fts_weight))
-    warm_after: Bm25Index | None = None
-    if lexical is not None and not lexical.usable():
-        # Building (or catching up a bulk ingest) takes seconds: rank with FTS5 meanwhile,
-        # and start it only after this search (a Python build thread would hold the GIL
-        # against this thread's row-by-row reads).
-        warm_after, lexical = lexical, None
+    flt = read_filter(db, req)
+    if flt.empty:
+        return SearchResults([], mode=mode, weights=weights)
+    query_vec: Vector | None = None
     if req.mode in ("vector", "hybrid"):
         try:
-            vector_hits = _vector_leg(index, embedder, req, fetch, where)
+            query_vec = _query_vector(embedder, req)
         except EmbeddingError as exc:
             if req.mode == "vector":
                 raise
             mode, degraded = "fts", f"vector search unavailable: {exc.message}"
-    if mode in ("fts", "hybrid"):
-        if lexical is not None:
-            fts_hits = lexical.search(req.query, fetch, where=where)
-        else:
-            fts_hits = fts_search(db, req.query, fetch, session_ids=req.session_ids, tags=req.tags)
-    if hidden:
-        vector_hits = [h for h in vector_hits if h[0] not in hidden][:pool]
-        fts_hits = [h for h in fts_hits if h[0] not in hidden][:pool]
+    legs = Retriever(db, index, lexical).legs(
+        req.query,
+        query_vec,
+        flt,
+        vector_k=pool if mode in ("vector", "hybrid") else 0,
+        lexical_k=pool if mode in ("fts", "hybrid") else 0,
+    )
+    vector_hits, fts_hits = legs.vector, legs.lexical
     head_v, head_f = vector_hits[:depth], fts_hits[:depth]
     if req.fusion == "rrf":
         fused = rrf_fusion(head_v, head_f, req.vector_weight, req.fts_weight)
@@ -242,27 +238,15 @@ def run_search(
     # Vectors missing (embedder down, jobs pending): see mindfile.retrieve.degraded.
     fused, degraded = degrade(db, fused, head_f, req, mode=mode, degraded=degraded)
     add_tail(fused, vector_hits[depth:], fts_hits[depth:], start=depth + 1)
-    results = SearchResults(
-        _hits(db, fused, req),
-        mode=mode,
-        degraded=degraded,
-        weights=(req.vector_weight, req.fts_weight),
-    )
-    if warm_after is not None:
-        warm_after.warm()
-    return results
+    return SearchResults(_hits(db, fused, req), mode=mode, degraded=degraded, weights=weights)
 
 
-def _filter(db: Database, req: SearchRequest) -> VectorFilter | None:
-    """Sessions filter in memory; tag filters run in SQL and become allowed rowids."""
-    if req.tags:
-        s_sql, s_params = session_clause(req.session_ids)
-        t_sql, t_params = tag_clause(req.tags)
-        rows = db.query(f"SELECT c.id FROM chunks AS c WHERE 1{s_sql}{t_sql}", s_params + t_params)
-        return VectorFilter(rowids=np.array([r[0] for r in rows], dtype=np.int64))
-    if req.session_ids is not None:
-        return VectorFilter(session_ids=req.session_ids)
-    return None
+def read_filter(db: Database, req: SearchRequest) -> ReadFilter:
+    """The request's sessions and tags, narrowed to its user's (and channel's) sessions."""
+    flt = ReadFilter(session_ids=req.session_ids, tags=req.tags)
+    if req.user_id is not None or req.channel is not None:
+        flt = flt.narrow(scoped_sessions(db, user_id=req.user_id, channel=req.channel))
+    return flt
 
 
 def _order(db: Database, items: list[Fused], limit: int, depth: int) -> list[Fused]:
@@ -289,22 +273,15 @@ def _order(db: Database, items: list[Fused], limit: int, depth: int) -> list[Fus
     return sorted(ranked, key=lambda f: rank_key(f, ends.get(f.rowid, 0), depth))
 
 
-def _vector_leg(
-    index: VectorIndex,
-    embedder: Embedder,
-    req: SearchRequest,
-    pool: int,
-    where: VectorFilter | None,
-) -> list[tuple[int, float]]:
-    query_vec = req.query_embedding
-    if query_vec is None:
-        try:
-            query_vec = embedder.embed_query(normalize_text(req.query))
-        except MindfileError:
-            raise
-        except Exception as exc:  # a provider's own failure
-            raise EmbeddingError(f"query embedding failed: {exc}") from exc
-    return index.search(query_vec, pool, where=where)
+def _query_vector(embedder: Embedder, req: SearchRequest) -> Vector:
+    if req.query_embedding is not None:
+        return req.query_embedding
+    try:
+        return embedder.embed_query(normalize_text(req.query))
+    except MindfileError:
+        raise
+    except Exception as exc:  # a provider's own failure
+        raise EmbeddingError(f"query embedding failed: {exc}") from exc
 
 
 def _hits(db: Database, fused: dict[int, Fused], req: SearchRequest) -> list[SearchHit]:

@@ -15,7 +15,7 @@ import blake3
 import numpy as np
 import numpy.typing as npt
 
-from mindfile.errors import ConflictError
+from mindfile.errors import ConflictError, ScopeError
 from mindfile.index.pipeline import PreparedEvent
 from mindfile.storage import changes
 from mindfile.storage.db import Database
@@ -26,17 +26,37 @@ __all__ = [
     "delete_session",
     "list_sessions",
     "load_events",
+    "namespace_user",
+    "scoped_sessions",
+    "session_scope",
+    "upsert_session",
     "write_event",
     "write_events",
 ]
 
+# A session's user and channel are set once (NULL = unscoped) and never change:
+# coalesce keeps the stored ones, and the writer compares what comes back.
 UPSERT_SESSION = """
-INSERT INTO sessions (session_id, agent_identity, created_at, updated_at)
-VALUES (?1, ?2, ?3, ?3)
+INSERT INTO sessions (session_id, agent_identity, created_at, updated_at, user_id, channel)
+VALUES (?1, ?2, ?3, ?3, ?4, ?5)
 ON CONFLICT (session_id) DO UPDATE SET
     updated_at = excluded.updated_at,
-    agent_identity = coalesce(excluded.agent_identity, sessions.agent_identity)
+    agent_identity = coalesce(excluded.agent_identity, sessions.agent_identity),
+    user_id = coalesce(sessions.user_id, excluded.user_id),
+    channel = coalesce(sessions.channel, excluded.channel)
+RETURNING user_id, channel
 """
+
+ENSURE_SESSION = """
+INSERT INTO sessions (session_id, agent_identity, created_at, updated_at, user_id, channel)
+VALUES (?1, NULL, ?2, ?2, ?3, NULL)
+ON CONFLICT (session_id) DO UPDATE SET user_id = coalesce(sessions.user_id, excluded.user_id)
+RETURNING user_id, channel
+"""
+
+#: Sessions whose id names their user: notes (``memory:{user}``) and facts
+#: (``facts:{user}``) namespaces belong to that user whoever writes them.
+USER_NAMESPACES = ("memory:", "facts:")
 
 MAX_SEQUENCE = "SELECT max(sequence) FROM conversation_events WHERE session_id = ?"
 
@@ -106,10 +126,79 @@ LIST_SESSIONS = """
 SELECT s.session_id, s.agent_identity, s.created_at, s.updated_at,
        coalesce((SELECT max(sequence) FROM conversation_events e
                  WHERE e.session_id = s.session_id), -1),
-       (SELECT count(*) FROM conversation_events e WHERE e.session_id = s.session_id)
+       (SELECT count(*) FROM conversation_events e WHERE e.session_id = s.session_id),
+       s.user_id, s.channel
 FROM sessions AS s
+WHERE (?1 IS NULL OR s.user_id = ?1) AND (?2 IS NULL OR s.channel = ?2)
 ORDER BY s.updated_at DESC, s.rowid DESC
 """
+
+
+def namespace_user(session_id: str) -> str | None:
+    """The user a namespace session belongs to by its id, or None for other sessions."""
+    for prefix in USER_NAMESPACES:
+        if session_id.startswith(prefix) and len(session_id) > len(prefix):
+            return session_id[len(prefix) :]
+    return None
+
+
+def upsert_session(
+    db: Database,
+    session_id: str,
+    now: str,
+    *,
+    agent_identity: str | None = None,
+    user_id: str | None = None,
+    channel: str | None = None,
+    touch: bool = True,
+) -> None:
+    """Create the session or (``touch``) bump its ``updated_at``; set its scope once.
+
+    A session's ``user_id`` and ``channel`` are fixed by the first write that gives
+    them (a namespace session's user by its id); a later write that gives a different
+    one raises :class:`ScopeError` and the caller's transaction rolls back.
+    """
+    owner = namespace_user(session_id)
+    if owner is not None and user_id is not None and user_id != owner:
+        raise ScopeError(
+            f"session {session_id!r} belongs to user {owner!r}, not {user_id!r}",
+            session_id=session_id,
+        )
+    user = user_id if user_id is not None else owner
+    if touch:
+        rows = db.query(UPSERT_SESSION, (session_id, agent_identity, now, user, channel))
+    else:
+        rows = db.query(ENSURE_SESSION, (session_id, now, user))
+    stored_user, stored_channel = rows[0] if rows else (None, None)
+    for given, stored, what in (
+        (user, stored_user, "user_id"),
+        (channel, stored_channel, "channel"),
+    ):
+        if given is not None and stored != given:
+            raise ScopeError(
+                f"session {session_id!r} belongs to {what} {stored!r}, not {given!r}",
+                session_id=session_id,
+            )
+
+
+def scoped_sessions(db: Database, *, user_id: str | None, channel: str | None = None) -> list[str]:
+    """The ids of the sessions of ``user_id`` (and of ``channel`` when given)."""
+    if user_id is None and channel is None:
+        raise ValueError("scoped_sessions needs a user_id or a channel")
+    sql, params = "SELECT session_id FROM sessions WHERE 1", []
+    if user_id is not None:
+        sql += " AND user_id = ?"
+        params.append(user_id)
+    if channel is not None:
+        sql += " AND channel = ?"
+        params.append(channel)
+    return [str(r[0]) for r in db.query(sql + " ORDER BY session_id", params)]
+
+
+def session_scope(db: Database, session_id: str) -> tuple[str | None, str | None] | None:
+    """``(user_id, channel)`` of a session, or None when it does not exist."""
+    row = db.query_one("SELECT user_id, channel FROM sessions WHERE session_id = ?", (session_id,))
+    return None if row is None else (row[0], row[1])
 
 
 def chunk_id_for(session_id: str, chunk_hash: str) -> str:
@@ -126,6 +215,8 @@ def write_event(
     now: str,
     *,
     agent_identity: str | None = None,
+    user_id: str | None = None,
+    channel: str | None = None,
     neighbor_context: bool = True,
 ) -> int:
     """Store one prepared event; see :func:`write_events`."""
@@ -136,6 +227,8 @@ def write_event(
         model_id,
         now,
         agent_identity=agent_identity,
+        user_id=user_id,
+        channel=channel,
         neighbor_context=neighbor_context,
     )
 
@@ -157,6 +250,8 @@ def write_events(
     now: str,
     *,
     agent_identity: str | None = None,
+    user_id: str | None = None,
+    channel: str | None = None,
     neighbor_context: bool = True,
 ) -> int:
     """Store prepared events (in order) with their chunks and vectors; returns new chunks.
@@ -184,7 +279,9 @@ def write_events(
         sid = event.session_id
         cur = cursors.get(sid)
         if cur is None:
-            db.execute(UPSERT_SESSION, (sid, agent_identity, now))
+            upsert_session(
+                db, sid, now, agent_identity=agent_identity, user_id=user_id, channel=channel
+            )
             last = db.scalar(MAX_SEQUENCE, (sid,))
             cur = cursors[sid] = _SessionCursor(None if last is None else int(last))
             if neighbor_context and cur.last is not None:
@@ -291,11 +388,15 @@ def load_events(db: Database, session_id: str, limit: int | None) -> list[Memory
     return [MemoryRecord(session_id, int(s), json.loads(p), str(c)) for s, p, c in rows]
 
 
-def list_sessions(db: Database) -> list[SessionInfo]:
-    """Sessions, most recently updated first."""
+def list_sessions(
+    db: Database, *, user_id: str | None = None, channel: str | None = None
+) -> list[SessionInfo]:
+    """Sessions (of ``user_id`` / ``channel`` when given), most recently updated first."""
     return [
-        SessionInfo(str(sid), agent, str(created), str(updated), int(last), int(count))
-        for sid, agent, created, updated, last, count in db.query(LIST_SESSIONS)
+        SessionInfo(str(sid), agent, str(created), str(updated), int(last), int(count), user, chan)
+        for sid, agent, created, updated, last, count, user, chan in db.query(
+            LIST_SESSIONS, (user_id, channel)
+        )
     ]
 
 

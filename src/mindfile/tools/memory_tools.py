@@ -308,7 +308,7 @@ MEMORY_TOOLS: list[ToolSpec] = [
     ),
     ToolSpec(
         name="fact_delete",
-        description="Delete a fact that is no longer true (its value stays in the history).",
+        description="Delete a fact about the user, with its earlier values.",
         parameters=object_schema({"category": _CATEGORY, "key": _KEY}, ["category", "key"]),
         handler=fact_delete,
     ),

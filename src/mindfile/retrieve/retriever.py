@@ -1,0 +1,151 @@
+"""One read path: the filter and the legs that ``search`` and ``build_context`` share.
+
+A :class:`ReadFilter` says which chunks a reader may see: some sessions (a user's, a
+session list), tags, and optionally a SQL condition on ``chunks AS c`` (the context
+builder's lookback, recent window and channel rules). It is applied *inside* each leg,
+before fusion: session filters in the derived indexes directly, anything finer as the
+set of allowed chunk rowids resolved in SQL.
+
+:class:`Retriever` runs the legs over a filter: the vector index, and BM25 on the
+in-memory index when it is ready, else on FTS5. Expired chunks (``expires_at`` passed,
+not pinned; :mod:`mindfile.manage.expiry`) are hidden from both legs until the sweep
+deletes them: each leg over-fetches by how many there are (usually none) and drops
+them, so its top ``k`` stays exact. Every reader goes through here, so a fix or a new
+index backend reaches all of them at once (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mindfile.embed.base import Vector
+from mindfile.manage.expiry import hidden_rowids
+from mindfile.retrieve.fts import fts_search, session_clause, tag_clause
+from mindfile.storage.db import Database, utcnow
+from mindfile.vector.base import VectorFilter, VectorIndex
+
+if TYPE_CHECKING:
+    from mindfile.retrieve.lexical import Bm25Index
+
+__all__ = ["Legs", "ReadFilter", "Retriever"]
+
+Hits = list[tuple[int, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadFilter:
+    """Which chunks a read may return (every field narrows; the default allows all).
+
+    ``session_ids``: only these sessions (an empty tuple allows nothing). ``tags``:
+    every tag must be on the chunk. ``condition``/``params``: extra SQL on
+    ``chunks AS c``.
+    """
+
+    session_ids: tuple[str, ...] | None = None
+    tags: tuple[str, ...] = ()
+    condition: str | None = None
+    params: tuple[Any, ...] = ()
+
+    def narrow(self, session_ids: Sequence[str]) -> ReadFilter:
+        """This filter, further limited to ``session_ids`` (order kept)."""
+        allowed = tuple(dict.fromkeys(session_ids))
+        if self.session_ids is not None:
+            keep = set(allowed)
+            allowed = tuple(s for s in self.session_ids if s in keep)
+        return replace(self, session_ids=allowed)
+
+    @property
+    def empty(self) -> bool:
+        """True when no chunk can pass (no session allowed)."""
+        return self.session_ids is not None and not self.session_ids
+
+    def clause(self) -> tuple[str, list[Any]]:
+        """The filter as ``" AND ..."`` SQL on ``chunks AS c``, and its parameters."""
+        if self.empty:
+            return " AND 0", []
+        s_sql, s_params = session_clause(self.session_ids)
+        t_sql, t_params = tag_clause(self.tags)
+        c_sql = f" AND ({self.condition})" if self.condition else ""
+        return s_sql + t_sql + c_sql, [*s_params, *t_params, *self.params]
+
+    def resolve(self, db: Database) -> VectorFilter | None:
+        """The filter in the form the derived indexes take (None: no restriction).
+
+        Sessions alone stay a session filter (the indexes hold each chunk's session);
+        tags or a condition become the allowed rowids, resolved in SQL.
+        """
+        if self.empty:
+            return VectorFilter(rowids=np.zeros(0, dtype=np.int64))
+        if self.tags or self.condition:
+            sql, params = self.clause()
+            rows = db.query(f"SELECT c.id FROM chunks AS c WHERE 1{sql}", params)
+            return VectorFilter(rowids=np.fromiter((r[0] for r in rows), np.int64, len(rows)))
+        if self.session_ids is not None:
+            return VectorFilter(session_ids=self.session_ids)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Legs:
+    """Each leg's hits ``(chunk_rowid, score)``, best first; ``lexical_backend`` says
+    which BM25 ranked them (``"memory"``, ``"fts5"``, or None when it did not run)."""
+
+    vector: Hits
+    lexical: Hits
+    lexical_backend: str | None = None
+
+
+class Retriever:
+    """Runs the legs of a read over a :class:`ReadFilter` (see the module docstring)."""
+
+    def __init__(self, db: Database, index: VectorIndex, lexical: Bm25Index | None) -> None:
+        self.db = db
+        self.index = index
+        self.lexical = lexical
+
+    def legs(
+        self,
+        query: str,
+        query_vec: Vector | None,
+        flt: ReadFilter,
+        *,
+        vector_k: int,
+        lexical_k: int,
+    ) -> Legs:
+        """The top ``vector_k`` vector hits (when ``query_vec`` is given) and the top
+        ``lexical_k`` BM25 hits of ``query``, both within ``flt``."""
+        if flt.empty or ((query_vec is None or vector_k <= 0) and lexical_k <= 0):
+            return Legs([], [])
+        hidden = hidden_rowids(self.db, utcnow())
+        where = flt.resolve(self.db)
+        if where is not None and where.rowids is not None and len(where.rowids) == 0:
+            return Legs([], [])
+        vector: Hits = []
+        if query_vec is not None and vector_k > 0:
+            vector = self.index.search(query_vec, vector_k + len(hidden), where=where)
+        lexical: Hits = []
+        backend: str | None = None
+        warm_after: Bm25Index | None = None
+        if lexical_k > 0:
+            bm25 = self.lexical
+            if bm25 is not None and not bm25.usable():
+                # Building (or catching up a bulk ingest) takes seconds: rank with FTS5
+                # meanwhile, and start it only after these reads (a Python build thread
+                # would hold the GIL against this thread's row-by-row reads).
+                warm_after, bm25 = bm25, None
+            fetch = lexical_k + len(hidden)
+            if bm25 is not None:
+                lexical, backend = bm25.search(query, fetch, where=where), "memory"
+            else:
+                sql, params = flt.clause()
+                lexical, backend = fts_search(self.db, query, fetch, sql, params), "fts5"
+        if hidden:
+            vector = [h for h in vector if h[0] not in hidden][:vector_k]
+            lexical = [h for h in lexical if h[0] not in hidden][:lexical_k]
+        if warm_after is not None:
+            warm_after.warm()
+        return Legs(vector, lexical, backend)
