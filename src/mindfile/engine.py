@@ -394,6 +394,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
     def check_owner(self, session_id: str, user_id: str | None) -> None:
         """:class:`ScopeError` when ``user_id`` is given and the session is another
         user's (a missing or unscoped session passes; docs/privacy.md)."""
+        check_id(session_id, "session_id")
         if user_id is None:
             return
         check_id(user_id, "user_id")

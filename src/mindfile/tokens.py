@@ -35,6 +35,10 @@ def message_tokens(payload: Any, counter: TokenCounter = estimate_tokens) -> int
             body += json.dumps(payload["tool_calls"], ensure_ascii=False)
     else:
         body = json.dumps(payload, ensure_ascii=False)
+    if not callable(counter):
+        from mindfile.errors import InvalidInputError
+
+        raise InvalidInputError("token_counter must be a callable str -> int")
     tokens = counter(body)
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
         from mindfile.errors import InvalidInputError

@@ -22,6 +22,15 @@ if TYPE_CHECKING:
 __all__ = ["JobsAPI"]
 
 
+#: About 3,000 years: beyond what a timedelta can subtract from now.
+MAX_AGE_SECONDS = 1e11
+
+
+def _check_clock(clock: object) -> None:
+    if clock is not None and not callable(clock):
+        raise InvalidInputError("clock must be a callable returning an aware datetime, or None")
+
+
 class JobsAPI(Facet):
     """Background indexing: jobs, worker, reconciler on :class:`mindfile.Mindfile`."""
 
@@ -34,8 +43,11 @@ class JobsAPI(Facet):
         clock: Clock | None = None,
     ) -> JobReport:
         """Embed and index the chunks whose jobs are due now (one synchronous pass)."""
-        from mindfile.jobs import run_jobs
+        from mindfile.jobs import JobPolicy, run_jobs
 
+        if policy is not None and not isinstance(policy, JobPolicy):
+            raise InvalidInputError("policy must be a JobPolicy or None")
+        _check_clock(clock)
         return run_jobs(
             self._mindfile, max_jobs=max_jobs, batch_size=batch_size, policy=policy, clock=clock
         )
@@ -44,6 +56,7 @@ class JobsAPI(Facet):
         """Job counts by status, how many are due, the oldest waiting job."""
         from mindfile.jobs import queue_status
 
+        _check_clock(clock)
         return (
             queue_status(self._mindfile.db)
             if clock is None
@@ -67,8 +80,14 @@ class JobsAPI(Facet):
 
         from mindfile.jobs import queue
 
-        if isinstance(older_than_seconds, bool) or not isinstance(older_than_seconds, int | float):
-            raise InvalidInputError("older_than_seconds must be a number")
+        if (
+            isinstance(older_than_seconds, bool)
+            or not isinstance(older_than_seconds, int | float)
+            or not 0 <= older_than_seconds <= MAX_AGE_SECONDS
+        ):
+            raise InvalidInputError(
+                f"older_than_seconds must be a number from 0 to {MAX_AGE_SECONDS:.0e}"
+            )
         before = queue.utc_clock() - timedelta(seconds=max(0.0, float(older_than_seconds)))
         return queue.prune_done(self._mindfile.db, before)
 

@@ -20,7 +20,7 @@ import click
 import mindfile
 from mindfile.cli._common import db_option, embedder_option, emit, json_option, parse_json_arg, run
 from mindfile.engine import Mindfile
-from mindfile.errors import ConflictError, InvalidInputError, NotFoundError
+from mindfile.errors import ConflictError, InvalidInputError, NotFoundError, ScopeError
 from mindfile.index.extract import extract_role, extract_text
 from mindfile.index.pipeline import check_id
 from mindfile.retrieve.search import SearchResults
@@ -30,6 +30,26 @@ __all__ = ["cli", "main"]
 
 PREVIEW_CHARS = 100
 AUTO_SEQUENCE_ATTEMPTS = 3
+
+F = Any
+
+
+def user_option(func: F) -> F:
+    """``--user ID`` (env ``MINDFILE_USER``): scope to one user (docs/privacy.md)."""
+    return click.option(
+        "--user",
+        "user_id",
+        envvar="MINDFILE_USER",
+        default=None,
+        help="Only this user's sessions; on add, the session's user (env MINDFILE_USER).",
+    )(func)
+
+
+def channel_option(func: F) -> F:
+    """``--channel NAME``."""
+    return click.option(
+        "--channel", default=None, help="Only this channel's sessions; on add, the session's."
+    )(func)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -94,6 +114,8 @@ def _seq_range(start: int, end: int) -> str:
 @click.option("--tag", "tags", multiple=True, help="Tag the event's chunks (repeatable).")
 @click.option("--payload-json", default=None, help="Store this JSON payload instead of TEXT.")
 @click.option("--metadata-json", default=None, help="A JSON object of chunk metadata.")
+@user_option
+@channel_option
 @embedder_option
 @db_option
 @json_option
@@ -105,6 +127,8 @@ def add(
     tags: tuple[str, ...],
     payload_json: str | None,
     metadata_json: str | None,
+    user_id: str | None,
+    channel: str | None,
     embedder: str | None,
     db_path: str,
     as_json: bool,
@@ -118,7 +142,8 @@ def add(
         payload = _payload(text, role, payload_json)
         metadata = None if metadata_json is None else parse_json_arg(metadata_json, "metadata")
         with _store(db_path, embedder) as mem:
-            stored_at, added = _add(mem, session_id, sequence, payload, metadata, list(tags))
+            scope = {"user_id": user_id, "channel": channel}
+            stored_at, added = _add(mem, session_id, sequence, payload, metadata, list(tags), scope)
         result = {"session_id": session_id, "sequence": stored_at, "chunks_added": added}
         noun = "chunk" if added == 1 else "chunks"
         emit(
@@ -147,6 +172,7 @@ def _add(
     payload: Any,
     metadata: Any,
     tags: list[str],
+    scope: dict[str, str | None],
 ) -> tuple[int, int]:
     """Store and return ``(sequence, chunks_added)``; an automatic sequence that loses a
     race with another writer is retried with the new next number."""
@@ -154,7 +180,17 @@ def _add(
     for attempt in range(AUTO_SEQUENCE_ATTEMPTS):
         seq = sequence if sequence is not None else _next_sequence(mem, session_id)
         try:
-            added = mem.store(session_id, seq, payload, metadata=metadata, tags=tags or None)
+            added = mem.store(
+                session_id,
+                seq,
+                payload,
+                metadata=metadata,
+                tags=tags or None,
+                user_id=scope["user_id"],
+                channel=scope["channel"],
+            )
+        except ScopeError:
+            raise
         except ConflictError:
             if sequence is not None or attempt == AUTO_SEQUENCE_ATTEMPTS - 1:
                 raise
@@ -184,6 +220,8 @@ def _add(
 @click.option(
     "--fts-weight", type=float, default=None, help="BM25 weight (default: the embedder's)."
 )
+@user_option
+@channel_option
 @embedder_option
 @db_option
 @json_option
@@ -197,6 +235,8 @@ def search(
     min_score: float | None,
     vector_weight: float | None,
     fts_weight: float | None,
+    user_id: str | None,
+    channel: str | None,
     embedder: str | None,
     db_path: str,
     as_json: bool,
@@ -213,6 +253,8 @@ def search(
             min_score=min_score,
             vector_weight=vector_weight,
             fts_weight=fts_weight,
+            user_id=user_id,
+            channel=channel,
         )
         emit(results, as_json, lambda: _print_results(results))
 
@@ -228,12 +270,14 @@ def _print_results(results: SearchResults) -> None:
 
 
 @cli.command()
+@user_option
+@channel_option
 @db_option
 @json_option
-def sessions(db_path: str, as_json: bool) -> None:
+def sessions(user_id: str | None, channel: str | None, db_path: str, as_json: bool) -> None:
     """List sessions, most recently updated first."""
     with run(as_json), _store(db_path, create=False) as mem:
-        found = mem.list_sessions()
+        found = mem.list_sessions(user_id=user_id, channel=channel)
         emit(found, as_json, lambda: _print_sessions(found))
 
 
@@ -250,12 +294,15 @@ def _print_sessions(found: list[SessionInfo]) -> None:
 @cli.command()
 @click.argument("session_id", metavar="SESSION")
 @click.option("--limit", type=int, default=None, help="Only the last N events.")
+@user_option
 @db_option
 @json_option
-def recall(session_id: str, limit: int | None, db_path: str, as_json: bool) -> None:
+def recall(
+    session_id: str, limit: int | None, user_id: str | None, db_path: str, as_json: bool
+) -> None:
     """Print SESSION's events in order."""
     with run(as_json), _store(db_path, create=False) as mem:
-        records = mem.recall(session_id, limit)
+        records = mem.recall(session_id, limit, user_id=user_id)
         if not records:
             _require_session(mem, session_id)
         emit(records, as_json, lambda: _print_records(records))
@@ -286,6 +333,26 @@ def forget(session_id: str, yes: bool, db_path: str, as_json: bool) -> None:
             {"session_id": session_id, "forgotten": True},
             as_json,
             lambda: click.echo(f"forgot {session_id}"),
+        )
+
+
+@cli.command("forget-user")
+@click.argument("user_id", metavar="USER")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@db_option
+@json_option
+def forget_user(user_id: str, yes: bool, db_path: str, as_json: bool) -> None:
+    """Erase everything of USER: sessions, notes, facts and their history, schedules..."""
+    with run(as_json), _store(db_path, create=False) as mem:
+        check_id(user_id, "user_id")
+        if not yes:
+            click.confirm(f"Erase all memory of user {user_id!r}?", abort=True, err=True)
+        counts = mem.forget_user(user_id)
+        summary = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
+        emit(
+            {"user_id": user_id, "deleted": counts},
+            as_json,
+            lambda: click.echo(f"forgot user {user_id}: {summary or 'nothing stored'}"),
         )
 
 

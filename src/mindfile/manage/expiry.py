@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -83,15 +82,13 @@ def set_decay_policy(
     if seconds is not None and (
         isinstance(seconds, bool)
         or not isinstance(seconds, int | float)
-        or not math.isfinite(seconds)
-        or seconds <= 0
+        or not 0 < seconds < 1e300  # NaN, infinities and ints too big for a float fail
     ):
         raise InvalidInputError("half_life must be positive seconds, a timedelta, or None")
     if (
         isinstance(floor, bool)
         or not isinstance(floor, int | float)
-        or not math.isfinite(floor)
-        or not 0.0 <= floor < 1.0
+        or not 0.0 <= floor < 1.0  # also refuses NaN
     ):
         raise InvalidInputError("floor must be from 0 (no decay expiry) to below 1")
     policy = DecayPolicy(None if seconds is None else float(seconds), float(floor))

@@ -120,6 +120,8 @@ def summarize(
     check_id(session_id, "session_id")
     if isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1:
         raise InvalidInputError("token_budget must be a positive integer")
+    if config is not None and not isinstance(config, SummaryConfig):
+        raise InvalidInputError("config must be a SummaryConfig or None")
     cfg = config or SummaryConfig()
     condense = condenser or extractive_condenser
     for _ in range(MAX_ATTEMPTS):

@@ -298,6 +298,12 @@ def _translate() -> Iterator[None]:
         yield
     except OverflowError as exc:  # an integer beyond SQLite's 64-bit range
         raise InvalidInputError(f"a number is out of range (64-bit integers only): {exc}") from exc
+    except UnicodeEncodeError as exc:  # a lone surrogate: not storable as UTF-8
+        raise InvalidInputError("text contains invalid unicode (lone surrogates)") from exc
+    except TypeError as exc:  # a value SQLite cannot bind (list, dict, object...)
+        if "binding" not in str(exc).lower():
+            raise
+        raise InvalidInputError(f"a value has a type the store cannot hold: {exc}") from exc
     except apsw.ConstraintError as exc:
         raise ConflictError(f"constraint violated: {exc}") from exc
     except apsw.BusyError as exc:
