@@ -40,7 +40,11 @@ class MemoryRecord(_ToDict):
 
 @dataclass(frozen=True, slots=True)
 class SessionInfo(_ToDict):
-    """A session, as listed by :meth:`mindfile.Mindfile.list_sessions`."""
+    """A session, as listed by :meth:`mindfile.Mindfile.list_sessions`.
+
+    ``last_sequence`` is the highest sequence ever stored in the session (-1: none),
+    which deleting events never lowers; ``event_count`` counts the events still stored.
+    """
 
     session_id: str
     agent_identity: str | None

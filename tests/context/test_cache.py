@@ -86,13 +86,16 @@ def test_deletes_by_another_process_are_seen(mem: mindfile.Mindfile, db_path: Pa
 
 
 def test_a_rewritten_last_event_is_seen(mem: mindfile.Mindfile, db_path: Path) -> None:
-    # Same count and same highest sequence, different event: created_at tells.
+    # Same count and same highest sequence, different event: created_at tells. The
+    # public API never reuses a sequence (the session's high-water mark), so the other
+    # writer lowers the mark by hand, as a foreign tool editing the file could.
     fill(mem, 3)
     mem.build_context("chat", "hi", token_budget=2000)
     other_process(
         db_path,
         """
         mem.db.execute("DELETE FROM conversation_events WHERE sequence = 3")
+        mem.db.execute("UPDATE sessions SET sequence_high_water = 2")
         mem.store('chat', 3, {'role': 'user', 'content': 'rewritten'})
         """,
     )

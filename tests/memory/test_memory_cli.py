@@ -139,6 +139,9 @@ def test_summary_commands(invoke: Any, db_path: Path) -> None:
     assert as_json(invoke("summary", "show", "chat", "--json", code=4))["error"] == "not_found"
     ran = as_json(invoke("summary", "run", "chat", "--budget", "400", "--json"))
     assert ran["condensed"] > 0 and ran["messages"][0]["role"] == "system"
+    assert ran["outcome"] == "condensed"
+    again = invoke("summary", "run", "chat", "--budget", "400").stdout
+    assert again.startswith("condensed 0 messages (within budget); context ")
     shown = as_json(invoke("summary", "show", "chat", "--json"))
     assert shown["epoch"] == 1 and shown["upper_sequence"] == ran["condensed"]
     assert "Recent condensed turns:" in invoke("summary", "show", "chat").stdout

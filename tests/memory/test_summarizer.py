@@ -200,3 +200,67 @@ def test_an_empty_session_gives_an_empty_context(mem: mindfile.Mindfile) -> None
     ctx = mem.summarize("nobody", 1000)
     assert ctx.messages == () and ctx.tokens == 0 and ctx.summary is None
     assert ctx.to_dict()["messages"] == []
+
+
+# -- a summary never makes the context bigger ---------------------------------------------
+
+SHORT = [
+    "Can you help me plan a Lisbon trip?",
+    "Sure, when would you like to travel?",
+    "In May, for a week or so.",
+    "May is a lovely time to visit Lisbon.",
+    "Great, let us start with the flights.",
+]
+
+
+def add_short(mem: mindfile.Mindfile) -> None:
+    for i, text in enumerate(SHORT, start=1):
+        mem.store(S, i, {"role": "user" if i % 2 else "assistant", "content": text})
+
+
+def test_a_summary_that_would_not_shrink_the_context_is_not_written(
+    mem: mindfile.Mindfile,
+) -> None:
+    # Five one-sentence messages (65 tokens) against a 40-token target: the extractive
+    # lines are the messages themselves plus framing, so condensing four of them would
+    # grow the context. Nothing is stored and the result says so.
+    add_short(mem)
+    assert cost(mem) == 65
+    ctx = mem.summarize(S, 80)
+    assert ctx.condensed == 0 and ctx.outcome == "not_smaller"
+    assert ctx.summary is None and ctx.epoch == 0 and ctx.upper_sequence == -1
+    assert mem.read_summary_state(S) is None
+    assert ctx.tokens == 65 and [m["content"] for m in ctx.messages] == SHORT
+    assert ctx.to_dict()["outcome"] == "not_smaller"
+    # Asking again changes nothing either.
+    assert mem.summarize(S, 80).outcome == "not_smaller"
+    assert mem.read_summary_state(S) is None
+
+
+def test_a_summary_that_would_not_shrink_an_existing_summary_is_not_written(
+    mem: mindfile.Mindfile,
+) -> None:
+    add_short(mem)
+    mem.write_summary_state(S, SummaryState("Planning a trip.", 0), 0)
+    ctx = mem.summarize(S, 80)
+    assert ctx.condensed == 0 and ctx.outcome == "not_smaller"
+    state = mem.read_summary_state(S)
+    assert state is not None and state.epoch == 1 and state.summary == "Planning a trip."
+
+
+def test_a_written_summary_always_shrinks_what_it_replaces(mem: mindfile.Mindfile) -> None:
+    add_turns(mem, 1, 10)
+    before = cost(mem)
+    ctx = mem.summarize(S, int(before / 0.9))
+    assert ctx.outcome == "condensed" and ctx.condensed > 0
+    assert ctx.tokens < before
+    folded = sum(message_tokens(r.payload) for r in mem.recall(S)[: ctx.condensed])
+    assert message_tokens(ctx.messages[0]) < folded
+
+
+def test_the_outcome_names_why_nothing_was_condensed(mem: mindfile.Mindfile) -> None:
+    assert mem.summarize(S, 100).outcome == "within_budget"
+    add_turns(mem, 1, 6)
+    assert mem.summarize(S, 10_000).outcome == "within_budget"
+    ctx = mem.summarize(S, 50, config=SummaryConfig(keep_recent=6))
+    assert ctx.condensed == 0 and ctx.outcome == "nothing_to_fold"

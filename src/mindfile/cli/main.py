@@ -24,6 +24,7 @@ from mindfile.errors import ConflictError, InvalidInputError, NotFoundError, Sco
 from mindfile.index.extract import extract_role, extract_text
 from mindfile.index.pipeline import check_id
 from mindfile.retrieve.search import SearchResults
+from mindfile.storage import log
 from mindfile.types import FusionMode, MemoryRecord, SearchMode, SessionInfo, StoreInfo
 
 __all__ = ["cli", "main"]
@@ -86,10 +87,8 @@ def _require_session(mem: Mindfile, session_id: str) -> None:
 
 
 def _next_sequence(mem: Mindfile, session_id: str) -> int:
-    last = mem.db.scalar(
-        "SELECT max(sequence) FROM conversation_events WHERE session_id = ?", (session_id,)
-    )
-    return 1 if last is None else int(last) + 1
+    # Above the session's high-water mark: deleted events' sequences are never reused.
+    return log.next_sequence(mem.db, session_id)
 
 
 def _preview(text: str, limit: int = PREVIEW_CHARS) -> str:

@@ -438,7 +438,8 @@ def summary_run(
 
         def human() -> None:
             click.echo(
-                f"condensed {ctx.condensed} messages; context {ctx.tokens}/{budget} tokens, "
+                f"condensed {ctx.condensed} messages ({ctx.outcome.replace('_', ' ')}); "
+                f"context {ctx.tokens}/{budget} tokens, "
                 f"{len(ctx.messages)} messages, epoch {ctx.epoch}"
             )
 

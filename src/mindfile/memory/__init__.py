@@ -50,6 +50,7 @@ from mindfile.memory.types import (
     Note,
     ScratchpadState,
     SummaryContext,
+    SummaryOutcome,
     SummaryState,
     SummaryWriteOutcome,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "ScratchpadState",
     "SummaryConfig",
     "SummaryContext",
+    "SummaryOutcome",
     "SummaryState",
     "SummaryWriteOutcome",
     "clear_scratchpad",

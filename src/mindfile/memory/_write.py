@@ -30,14 +30,6 @@ __all__ = [
     "touch_session",
 ]
 
-NEXT_SEQUENCE = """
-SELECT max(
-    coalesce((SELECT max(sequence) FROM conversation_events WHERE session_id = ?1), 0),
-    coalesce((SELECT json_extract(state_json, '$.last_sequence') FROM session_state
-              WHERE session_id = ?1), 0)
-) + 1
-"""
-
 # Explicit columns: items indexed here carry no neighbouring-event context.
 INSERT_CHUNK = """
 INSERT INTO chunks (chunk_id, session_id, chunk_text, content_hash, sequence_start,
@@ -62,12 +54,12 @@ def embed_texts(engine: Mindfile, texts: Sequence[str]) -> Vectors:
 
 
 def next_sequence(db: Database, session_id: str) -> int:
-    """The session's next sequence: above every event and the recorded last sequence.
+    """The session's next sequence: above the highest ever stored in it.
 
-    Using ``session_state.last_sequence`` too keeps sequences monotonic after deletes
-    (a deleted note's sequence is never handed out again).
+    The high-water mark survives deletes, so a deleted note's (or swept event's)
+    sequence is never handed out again (:func:`mindfile.storage.log.next_sequence`).
     """
-    return int(db.scalar(NEXT_SEQUENCE, (session_id,)))
+    return log.next_sequence(db, session_id)
 
 
 def scoped_chunks(
@@ -123,5 +115,5 @@ def insert_chunks(
         )
         db.execute(log.INSERT_VECTOR, (rowid, to_blob(vector), model_id))
         added += 1
-    db.execute(log.SET_LAST_SEQUENCE, (session_id, sequence, now))
+    log.raise_high_water(db, session_id, sequence, now)
     return added

@@ -13,11 +13,15 @@ The seed's algorithm, run by :func:`summarize` each time a prompt is built:
    itself is never re-condensed: if it alone outgrows the budget, everything but the
    newest messages is folded and the context stays over budget (rewrite the summary,
    e.g. with an LLM, and store it with :func:`write_summary_state` to shrink it).
-4. Store the new summary with the last folded sequence as ``upper_sequence`` through the
+4. A summary never makes the context bigger: if the grown summary costs at least as
+   many tokens as the old summary plus the folded messages, nothing is written and the
+   result's ``outcome`` is ``"not_smaller"`` (short one-sentence messages condense to
+   themselves plus framing). Otherwise
+   store the new summary with the last folded sequence as ``upper_sequence`` through the
    epoch compare-and-swap; if another writer got there first, start again from its
    state (at most three times).
 5. Return the context: ``Rolling session summary: ...`` as a system message, then the
-   messages the summary does not cover.
+   messages the summary does not cover, with an ``outcome`` saying what was done.
 
 The default condenser is extractive (no LLM): one ``- role: first sentence`` line per
 message, clipped to 160 characters (tool results to 80). Any
@@ -40,7 +44,7 @@ from mindfile.index.chunking import normalize_text
 from mindfile.index.extract import extract_role, extract_text
 from mindfile.index.pipeline import check_id
 from mindfile.memory.summary import read_summary_state, write_summary_state
-from mindfile.memory.types import SummaryContext, SummaryState
+from mindfile.memory.types import SummaryContext, SummaryOutcome, SummaryState
 from mindfile.tokens import TokenCounter, estimate_tokens, message_tokens
 from mindfile.types import MemoryRecord
 
@@ -131,26 +135,33 @@ def summarize(
         base = _summary_tokens(state.summary, token_counter)
         used = base + sum(costs)
         if len(pending) < cfg.min_turns or used <= cfg.trigger_ratio * token_budget:
-            return _context(session_id, state, pending, 0, used, token_budget)
+            return _context(session_id, state, pending, 0, used, token_budget, "within_budget")
         target = cfg.target_ratio * token_budget
         fold, text = _fold(
             state.summary, pending, costs, target, cfg.keep_recent, condense, counter=token_counter
         )
         if fold == 0:
-            return _context(session_id, state, pending, 0, used, token_budget)
+            return _context(session_id, state, pending, 0, used, token_budget, "nothing_to_fold")
+        # A summary never makes the context bigger: it must cost fewer tokens than the
+        # summary and messages it replaces, else nothing is written.
+        grown = _summary_tokens(text, token_counter)
+        if grown >= base + sum(costs[:fold]):
+            return _context(session_id, state, pending, 0, used, token_budget, "not_smaller")
         new = SummaryState(text, pending[fold - 1].sequence)
         outcome = write_summary_state(engine, session_id, new, state.epoch)
         if outcome.applied:
             new = SummaryState(text, new.upper_sequence, outcome.epoch)
-            tokens = _summary_tokens(text, token_counter) + sum(costs[fold:])
-            return _context(session_id, new, pending[fold:], fold, tokens, token_budget)
+            tokens = grown + sum(costs[fold:])
+            return _context(
+                session_id, new, pending[fold:], fold, tokens, token_budget, "condensed"
+            )
     # Other writers kept winning: serve their latest state without condensing again.
     state = read_summary_state(engine, session_id) or SummaryState("", -1)
     pending = _events_after(engine, session_id, state.upper_sequence)
     used = _summary_tokens(state.summary, token_counter) + sum(
         message_tokens(r.payload, token_counter) for r in pending
     )
-    return _context(session_id, state, pending, 0, used, token_budget)
+    return _context(session_id, state, pending, 0, used, token_budget, "contended")
 
 
 def _fold(
@@ -211,6 +222,7 @@ def _context(
     condensed: int,
     tokens: int,
     budget: int,
+    outcome: SummaryOutcome,
 ) -> SummaryContext:
     messages: list[Any] = [_summary_message(state.summary)] if state.summary else []
     messages.extend(r.payload for r in pending)
@@ -223,6 +235,7 @@ def _context(
         condensed=condensed,
         tokens=tokens,
         token_budget=budget,
+        outcome=outcome,
     )
 
 

@@ -13,11 +13,17 @@ __all__ = [
     "Note",
     "ScratchpadState",
     "SummaryContext",
+    "SummaryOutcome",
     "SummaryState",
     "SummaryWriteOutcome",
 ]
 
 FactSource = Literal["agent", "user"]
+
+#: What one :meth:`mindfile.Mindfile.summarize` call did (see :class:`SummaryContext`).
+SummaryOutcome = Literal[
+    "condensed", "within_budget", "nothing_to_fold", "not_smaller", "contended"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +153,18 @@ class SummaryContext:
     ...`` (when a summary exists) followed by the payloads the summary does not cover.
     ``condensed`` is how many messages this call folded into the summary (0 when it did
     not trigger); ``tokens`` is the context's size under the token counter used.
+
+    ``outcome`` says what the call did:
+
+    * ``"condensed"``: messages were folded and the new summary stored (``condensed > 0``);
+    * ``"within_budget"``: it did not trigger (fewer than ``min_turns`` unsummarized
+      messages, or utilization at or below ``trigger_ratio``);
+    * ``"nothing_to_fold"``: over budget, but ``keep_recent`` keeps every message;
+    * ``"not_smaller"``: the condensed summary would not have been smaller than the
+      messages (and summary) it replaces, so nothing was written: a summary never makes
+      the context bigger;
+    * ``"contended"``: other writers' summaries kept winning the epoch race; their
+      latest state is served as it is.
     """
 
     session_id: str
@@ -157,6 +175,7 @@ class SummaryContext:
     condensed: int
     tokens: int
     token_budget: int
+    outcome: SummaryOutcome = "within_budget"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict of the fields."""
@@ -169,6 +188,7 @@ class SummaryContext:
             "condensed": self.condensed,
             "tokens": self.tokens,
             "token_budget": self.token_budget,
+            "outcome": self.outcome,
         }
 
 

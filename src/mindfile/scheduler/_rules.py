@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from mindfile.errors import InvalidInputError, LimitExceededError
+from mindfile.scheduler._checks import MAX_REF_CHARS, check_str
 from mindfile.scheduler._time import TimeLike, iso, iso_or_none, now_utc, to_utc
 from mindfile.scheduler.cadence import next_run_for_cadence, validate_cadence
 from mindfile.scheduler.types import (
@@ -26,6 +27,7 @@ __all__ = [
     "MAX_GOAL_CHARS",
     "MAX_NAME_CHARS",
     "MAX_PAGE_SIZE",
+    "check_channel",
     "check_limit",
     "check_name",
     "check_text",
@@ -80,6 +82,8 @@ def plan_update(
     if patch.goal is not None:
         check_text(patch.goal, "goal", MAX_GOAL_CHARS)
     check_name(patch.name)
+    check_channel(patch.channel_id, "channel_id")
+    check_channel(patch.channel_context_id, "channel_context_id")
     cadence = patch.cadence or existing.cadence
     status = patch.status or existing.status
     next_run_at, failures = existing.next_run_at, existing.consecutive_failures
@@ -119,11 +123,24 @@ def check_text(value: str, what: str, limit: int) -> None:
         raise InvalidInputError(f"{what} must be a non-empty string")
     if len(value) > limit:
         raise LimitExceededError(f"{what} is longer than {limit} characters", limit=limit)
+    check_str(value, what)
 
 
 def check_name(name: str | None) -> None:
-    if name is not None and len(name) > MAX_NAME_CHARS:
+    if name is None:
+        return
+    check_str(name, "name")
+    if len(name) > MAX_NAME_CHARS:
         raise LimitExceededError(f"name is longer than {MAX_NAME_CHARS} characters")
+
+
+def check_channel(value: str | None, what: str) -> None:
+    """An optional channel reference: at most ``MAX_REF_CHARS`` characters, storable."""
+    if value is None:
+        return
+    check_str(value, what)
+    if len(value) > MAX_REF_CHARS:
+        raise LimitExceededError(f"{what} is longer than {MAX_REF_CHARS} characters")
 
 
 def check_limit(limit: int) -> None:

@@ -29,6 +29,8 @@ def to_utc(value: TimeLike, *, what: str = "timestamp") -> datetime:
     """
     if isinstance(value, str):
         text = value.strip()
+        if len(text) > 64:  # no ISO-8601 timestamp is longer
+            raise InvalidInputError(f"{what} is not an ISO-8601 timestamp: {value[:64]!r}...")
         if text.endswith(("Z", "z")):
             text = text[:-1] + "+00:00"
         try:
@@ -39,9 +41,16 @@ def to_utc(value: TimeLike, *, what: str = "timestamp") -> datetime:
         parsed = value
     else:
         raise InvalidInputError(f"{what} must be a datetime or an ISO-8601 string")
-    if parsed.tzinfo is None or parsed.utcoffset() is None:
+    try:
+        offset = parsed.utcoffset()
+    except (TypeError, ValueError) as exc:  # a broken tzinfo
+        raise InvalidInputError(f"{what} has an unusable time zone: {exc}") from None
+    if parsed.tzinfo is None or offset is None:
         raise InvalidInputError(f"{what} has no UTC offset (naive times are ambiguous): {value}")
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # e.g. datetime.max at a negative offset
+        raise InvalidInputError(f"{what} is out of range in UTC: {value}") from None
 
 
 def iso(value: TimeLike, *, what: str = "timestamp") -> str:

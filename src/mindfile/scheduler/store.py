@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from mindfile.errors import (
     ConflictError,
@@ -19,10 +19,18 @@ from mindfile.errors import (
     LimitExceededError,
     NotFoundError,
 )
+from mindfile.scheduler._checks import (
+    MAX_INT,
+    check_int,
+    check_key,
+    check_ref,
+    check_seconds,
+)
 from mindfile.scheduler._rules import (
     MAX_GOAL_CHARS,
     MAX_NAME_CHARS,
     MAX_PAGE_SIZE,
+    check_channel,
     check_limit,
     check_name,
     check_text,
@@ -52,6 +60,7 @@ from mindfile.scheduler._sql import (
 from mindfile.scheduler._time import TimeLike, iso, iso_or_none, now_utc, to_utc
 from mindfile.scheduler.cadence import next_run_for_cadence, validate_cadence
 from mindfile.scheduler.types import (
+    MAX_INTERVAL_SECS,
     NotificationPolicy,
     RunStatus,
     ScheduleCadence,
@@ -68,11 +77,30 @@ from mindfile.storage.db import Database
 
 __all__ = [
     "MAX_GOAL_CHARS",
+    "MAX_LEASE_SECS",
     "MAX_NAME_CHARS",
     "MAX_PAGE_SIZE",
     "SqliteSchedulerStore",
     "new_schedule",
 ]
+
+#: The longest lease a runner may take or renew (a day; runners renew every third).
+MAX_LEASE_SECS = 86_400.0
+
+# Times a store computes with (``now``) stay well inside ``datetime``'s range, so adding
+# a cadence (at most MAX_INTERVAL_SECS) or a lease can never overflow.
+_EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+_LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def _clock(now: TimeLike | None) -> datetime:
+    """``now`` (or the current time) as an aware UTC datetime in the supported range."""
+    if now is None:
+        return now_utc()
+    current = to_utc(now, what="now")
+    if not _EARLIEST <= current < _LATEST:
+        raise InvalidInputError(f"now must be between {_EARLIEST.year} and {_LATEST.year}")
+    return current
 
 
 class SqliteSchedulerStore:
@@ -90,6 +118,8 @@ class SqliteSchedulerStore:
         min_interval_secs: int = 60,
         max_schedules_per_user: int = 500,
     ) -> None:
+        check_int(min_interval_secs, "min_interval_secs", maximum=MAX_INTERVAL_SECS)
+        check_int(max_schedules_per_user, "max_schedules_per_user")
         self.db = db
         self.min_interval_secs = min_interval_secs
         self.max_schedules_per_user = max_schedules_per_user
@@ -125,10 +155,17 @@ class SqliteSchedulerStore:
         self, definition: ScheduleDefinition, *, now: TimeLike | None = None
     ) -> ScheduleDefinition:
         """Validate and insert; an active schedule without ``next_run_at`` gets one."""
-        current = now_utc() if now is None else to_utc(now, what="now")
+        if not isinstance(definition, ScheduleDefinition):
+            raise InvalidInputError(
+                f"definition must be a ScheduleDefinition, not {type(definition).__name__}"
+            )
+        current = _clock(now)
+        check_ref(definition.schedule_id, "schedule_id")
         check_text(definition.user_id, "user_id", 200)
         check_text(definition.goal, "goal", MAX_GOAL_CHARS)
         check_name(definition.name)
+        check_channel(definition.channel_id, "channel_id")
+        check_channel(definition.channel_context_id, "channel_context_id")
         validate_cadence(definition.cadence, self.min_interval_secs, now=current)
         if definition.status is ScheduleStatus.ACTIVE and definition.next_run_at is None:
             upcoming = next_run_for_cadence(definition.cadence, current)
@@ -147,6 +184,7 @@ class SqliteSchedulerStore:
 
     def get(self, schedule_id: str) -> ScheduleDefinition:
         """One schedule by id (:class:`NotFoundError` if missing)."""
+        check_key(schedule_id, "schedule_id")
         row = self.db.query_one(SELECT_SCHEDULE, (schedule_id,))
         if row is None:
             raise NotFoundError(f"no schedule {schedule_id!r}", schedule_id=schedule_id)
@@ -154,6 +192,11 @@ class SqliteSchedulerStore:
 
     def search(self, user_id: str, filters: ScheduleSearchFilters) -> ScheduleSearchResult:
         """A page of ``user_id``'s schedules: one count query plus one page query."""
+        check_key(user_id, "user_id")
+        if not isinstance(filters, ScheduleSearchFilters):
+            raise InvalidInputError(
+                f"filters must be ScheduleSearchFilters, not {type(filters).__name__}"
+            )
         if filters.limit > MAX_PAGE_SIZE:
             raise LimitExceededError(f"limit must be at most {MAX_PAGE_SIZE}")
         where, params = search_where(user_id, filters)
@@ -175,6 +218,7 @@ class SqliteSchedulerStore:
 
     def count(self, user_id: str, *, status: ScheduleStatus | None = None) -> int:
         """How many schedules ``user_id`` has, optionally only in ``status``."""
+        check_key(user_id, "user_id")
         if status is None:
             sql, params = "SELECT count(*) FROM schedules WHERE user_id = ?", [user_id]
         else:
@@ -184,6 +228,7 @@ class SqliteSchedulerStore:
 
     def delete(self, schedule_id: str) -> ScheduleDefinition:
         """Delete a schedule; its runs go with it (``ON DELETE CASCADE``)."""
+        check_key(schedule_id, "schedule_id")
         with self.db.atomic():
             existing = self.get(schedule_id)
             self.db.execute("DELETE FROM schedules WHERE schedule_id = ?", (schedule_id,))
@@ -193,7 +238,10 @@ class SqliteSchedulerStore:
         self, schedule_id: str, patch: SchedulePatch, *, now: TimeLike | None = None
     ) -> ScheduleDefinition:
         """Apply ``patch``; see :func:`plan_update` for how ``next_run_at`` moves."""
-        current = now_utc() if now is None else to_utc(now, what="now")
+        check_key(schedule_id, "schedule_id")
+        if not isinstance(patch, SchedulePatch):
+            raise InvalidInputError(f"patch must be a SchedulePatch, not {type(patch).__name__}")
+        current = _clock(now)
         with self.db.atomic():
             existing = self.get(schedule_id)
             if patch.is_empty():
@@ -222,7 +270,7 @@ class SqliteSchedulerStore:
     def due_schedules(self, now: TimeLike, limit: int) -> list[ScheduleDefinition]:
         """Active schedules due at ``now``, soonest first, leased or not."""
         check_limit(limit)
-        rows = self.db.query(SELECT_DUE, (iso(now, what="now"), limit))
+        rows = self.db.query(SELECT_DUE, (iso(_clock(now)), limit))
         return [schedule_from_row(row) for row in rows]
 
     def claim_due(
@@ -234,11 +282,11 @@ class SqliteSchedulerStore:
         most one caller until its lease expires or the run is recorded.
         """
         check_limit(limit)
-        if lease_secs <= 0:
-            raise InvalidInputError("lease_secs must be positive")
-        current = to_utc(now, what="now")
+        check_ref(runner_id, "runner_id")
+        lease = check_seconds(lease_secs, "lease_secs", maximum=MAX_LEASE_SECS)
+        current = _clock(now)
         token = f"{runner_id}:{uuid.uuid4()}"
-        expires = iso(current + timedelta(seconds=lease_secs))
+        expires = iso(current + timedelta(seconds=lease))
         params = {
             "token": token, "runner": runner_id, "expires": expires,
             "now": iso(current), "limit": limit,
@@ -258,13 +306,18 @@ class SqliteSchedulerStore:
         self, schedule_id: str, token: str, *, now: TimeLike, lease_secs: float
     ) -> bool:
         """Push a held lease's expiry to ``now + lease_secs``."""
-        expires = iso(to_utc(now, what="now") + timedelta(seconds=lease_secs))
+        check_key(schedule_id, "schedule_id")
+        check_key(token, "token")
+        lease = check_seconds(lease_secs, "lease_secs", maximum=MAX_LEASE_SECS)
+        expires = iso(_clock(now) + timedelta(seconds=lease))
         with self.db.atomic():
             self.db.execute(RENEW_CLAIM, (expires, schedule_id, token))
             return self.db.changes() > 0
 
     def release_claim(self, schedule_id: str, token: str) -> bool:
         """Drop a held lease so another runner may take the occurrence at once."""
+        check_key(schedule_id, "schedule_id")
+        check_key(token, "token")
         with self.db.atomic():
             self.db.execute(RELEASE_CLAIM, (schedule_id, token))
             return self.db.changes() > 0
@@ -288,9 +341,16 @@ class SqliteSchedulerStore:
         ``next_run_at`` and ``status`` are left as they are. A second record for the same
         ``scheduled_for`` raises :class:`ConflictError`.
         """
+        check_key(schedule_id, "schedule_id")
+        if not isinstance(run, ScheduleRunRecord):
+            raise InvalidInputError(f"run must be a ScheduleRunRecord, not {type(run).__name__}")
         if run.schedule_id != schedule_id:
             raise InvalidInputError("run.schedule_id does not match schedule_id")
         next_at = iso_or_none(next_run_at, what="next_run_at")
+        if new_status is not None:
+            new_status = coerce_enum(ScheduleStatus, new_status, "new_status")
+        if claim_token is not None:
+            check_key(claim_token, "claim_token")
         with self.db.atomic():
             row = self.db.query_one(
                 "SELECT next_run_at, status, claim_token FROM schedules WHERE schedule_id = ?",
@@ -327,8 +387,8 @@ class SqliteSchedulerStore:
 
     def prune_run_history(self, schedule_id: str, keep: int) -> int:
         """Keep the ``keep`` newest runs of a schedule; returns how many were deleted."""
-        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
-            raise InvalidInputError("keep must be a non-negative integer")
+        check_key(schedule_id, "schedule_id")
+        check_int(keep, "keep", maximum=MAX_INT)
         with self.db.atomic():
             self.get(schedule_id)
             self.db.execute(PRUNE_RUNS, {"id": schedule_id, "keep": keep})
@@ -342,6 +402,7 @@ class SqliteSchedulerStore:
 
     def get_run_by_id(self, run_id: str) -> ScheduleRunRecord:
         """One run by id (:class:`NotFoundError` if missing)."""
+        check_key(run_id, "run_id")
         row = self.db.query_one(SELECT_RUN, (run_id,))
         if row is None:
             raise NotFoundError(f"no run {run_id!r}", run_id=run_id)

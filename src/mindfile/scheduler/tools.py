@@ -29,6 +29,8 @@ from mindfile.tools._registry import ToolContext, ToolSpec, object_schema
 __all__ = ["SCHEDULE_TOOLS"]
 
 MAX_TOOL_PAGE = 50
+#: Far beyond any user's schedule count (at most 500 by default); keeps offsets in range.
+MAX_TOOL_OFFSET = 1_000_000
 
 _ID = {"type": "string", "minLength": 1, "description": "The schedule's id (sched-...)."}
 _GOAL = {
@@ -188,7 +190,12 @@ SCHEDULE_TOOLS: list[ToolSpec] = [
                 "status": {"type": "string", "enum": [s.value for s in ScheduleStatus]},
                 "query": {"type": "string", "description": "Text to find in name or goal."},
                 "limit": _LIMIT,
-                "offset": {"type": "integer", "minimum": 0, "default": 0},
+                "offset": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": MAX_TOOL_OFFSET,
+                    "default": 0,
+                },
             },
             [],
         ),

@@ -6,13 +6,16 @@ constructors normalise any aware datetime or offset-carrying string to that form
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass, field, fields
+from datetime import datetime
 from enum import Enum, StrEnum
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from mindfile.errors import InvalidInputError
+from mindfile.scheduler._checks import check_int, check_ref, check_str, optional_str
 from mindfile.scheduler._time import TimeLike, iso, iso_or_none
 
 __all__ = [
@@ -77,16 +80,18 @@ def coerce_enum(kind: type[Any], value: Any, what: str) -> Any:
     """``kind(value)``, or :class:`InvalidInputError` naming the allowed values."""
     try:
         return kind(value)
-    except ValueError:
+    except (ValueError, TypeError):
         allowed = ", ".join(m.value for m in kind)
         raise InvalidInputError(f"{what} must be one of {allowed}; got {value!r}") from None
 
 
 def check_timezone(name: str) -> str:
     """``name`` if it is a known IANA time zone, else :class:`InvalidInputError`."""
+    if not isinstance(name, str) or not 0 < len(name) <= 128 or "\x00" in name:
+        raise InvalidInputError(f"unknown IANA time zone: {str(name)[:128]!r}")
     try:
         ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, TypeError):
+    except (ZoneInfoNotFoundError, ValueError, TypeError, OSError):
         raise InvalidInputError(f"unknown IANA time zone: {name!r}") from None
     return name
 
@@ -108,9 +113,13 @@ class ScheduleCadence:
     every_secs: int | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in CADENCE_KINDS:
+        if not isinstance(self.kind, str) or self.kind not in CADENCE_KINDS:
             raise InvalidInputError(f"cadence kind must be one of {', '.join(CADENCE_KINDS)}")
         check_timezone(self.timezone)
+        if self.expression is not None:
+            check_str(self.expression, "cron expression")
+        if self.at is not None and not isinstance(self.at, str | datetime):
+            raise InvalidInputError("one-shot time must be a datetime or an ISO-8601 string")
         present = {
             "cron": self.expression is not None,
             "once": self.at is not None,
@@ -121,7 +130,7 @@ class ScheduleCadence:
         if self.kind == "cron" and not str(self.expression).strip():
             raise InvalidInputError("cron expression is empty")
         if self.kind == "once":
-            object.__setattr__(self, "at", iso(str(self.at), what="one-shot time"))
+            object.__setattr__(self, "at", iso(self.at, what="one-shot time"))  # type: ignore[arg-type]
         if self.kind == "interval":
             every = self.every_secs
             if isinstance(every, bool) or not isinstance(every, int) or every <= 0:
@@ -132,7 +141,10 @@ class ScheduleCadence:
     @classmethod
     def cron(cls, expression: str, *, timezone: str = "UTC") -> ScheduleCadence:
         """A five-field cron expression evaluated on ``timezone``'s wall clock."""
-        return cls(kind="cron", expression=expression.strip(), timezone=timezone)
+        return cls(
+            kind="cron", expression=check_str(expression, "cron expression").strip(),
+            timezone=timezone,
+        )  # fmt: skip
 
     @classmethod
     def once(cls, at: TimeLike, *, timezone: str = "UTC") -> ScheduleCadence:
@@ -188,6 +200,16 @@ class ScheduleDefinition:
     channel_context_id: str | None = None
 
     def __post_init__(self) -> None:
+        check_ref(self.schedule_id, "schedule_id")
+        check_str(self.user_id, "user_id")
+        check_str(self.goal, "goal")
+        if not isinstance(self.cadence, ScheduleCadence):
+            raise InvalidInputError("cadence must be a ScheduleCadence")
+        for name in ("name", "channel_id", "channel_context_id"):
+            optional_str(getattr(self, name), name)
+        check_int(self.consecutive_failures, "consecutive_failures")
+        if self.created_at is None or self.updated_at is None:
+            raise InvalidInputError("created_at and updated_at are required")
         object.__setattr__(
             self,
             "notification_policy",
@@ -235,6 +257,12 @@ class SchedulePatch:
     channel_context_id: str | None = None
 
     def __post_init__(self) -> None:
+        for name in ("name", "goal", "channel_id", "channel_context_id"):
+            optional_str(getattr(self, name), name)
+        if self.cadence is not None and not isinstance(self.cadence, ScheduleCadence):
+            raise InvalidInputError(
+                f"cadence must be a ScheduleCadence, not {type(self.cadence).__name__}"
+            )
         if self.notification_policy is not None:
             object.__setattr__(
                 self,
@@ -282,14 +310,16 @@ class ScheduleSearchFilters:
     def __post_init__(self) -> None:
         if self.status is not None:
             object.__setattr__(self, "status", coerce_enum(ScheduleStatus, self.status, "status"))
-        if self.kind is not None and self.kind not in CADENCE_KINDS:
+        if self.kind is not None and (
+            not isinstance(self.kind, str) or self.kind not in CADENCE_KINDS
+        ):
             raise InvalidInputError(f"kind must be one of {', '.join(CADENCE_KINDS)}")
-        if self.order not in ("created", "next_run"):
+        if not isinstance(self.order, str) or self.order not in ("created", "next_run"):
             raise InvalidInputError("order must be 'created' or 'next_run'")
-        if isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1:
-            raise InvalidInputError("limit must be a positive integer")
-        if isinstance(self.offset, bool) or not isinstance(self.offset, int) or self.offset < 0:
-            raise InvalidInputError("offset must be a non-negative integer")
+        optional_str(self.query, "query")
+        optional_str(self.channel_id, "channel_id")
+        check_int(self.limit, "limit", minimum=1)
+        check_int(self.offset, "offset")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -339,11 +369,29 @@ class ScheduleRunRecord:
     scheduled_for: str | None = None
 
     def __post_init__(self) -> None:
+        check_ref(self.run_id, "run_id")
+        check_str(self.schedule_id, "schedule_id")
         object.__setattr__(self, "status", coerce_enum(RunStatus, self.status, "run status"))
+        if self.started_at is None or self.finished_at is None:
+            raise InvalidInputError("started_at and finished_at are required")
         for name in ("started_at", "finished_at", "scheduled_for"):
             object.__setattr__(self, name, iso_or_none(getattr(self, name), what=name))
-        if self.turn_count < 0 or self.cost < 0:
-            raise InvalidInputError("turn_count and cost must not be negative")
+        optional_str(self.output_summary, "output_summary")
+        optional_str(self.output, "output")
+        check_int(self.turn_count, "turn_count")
+        cost = self.cost
+        if isinstance(cost, bool) or not isinstance(cost, int | float):
+            raise InvalidInputError("cost must be a number")
+        try:
+            cost = float(cost)
+        except OverflowError:
+            raise InvalidInputError("cost is out of range") from None
+        if not math.isfinite(cost) or cost < 0:
+            raise InvalidInputError("cost must be a finite, non-negative number")
+        object.__setattr__(self, "cost", cost)
+        if not isinstance(self.notified, bool | int) or self.notified not in (0, 1):
+            raise InvalidInputError("notified must be a bool")
+        object.__setattr__(self, "notified", bool(self.notified))
 
     @classmethod
     def build(
@@ -366,7 +414,7 @@ class ScheduleRunRecord:
             started_at=iso(started_at),
             finished_at=iso(finished_at),
             status=status,
-            output_summary=None if output is None else output[:OUTPUT_SUMMARY_CHARS],
+            output_summary=None if not isinstance(output, str) else output[:OUTPUT_SUMMARY_CHARS],
             output=output,
             turn_count=turn_count,
             cost=cost,

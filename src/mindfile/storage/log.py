@@ -24,9 +24,12 @@ from mindfile.types import MemoryRecord, SessionInfo
 __all__ = [
     "chunk_id_for",
     "delete_session",
+    "high_water",
     "list_sessions",
     "load_events",
     "namespace_user",
+    "next_sequence",
+    "raise_high_water",
     "scoped_sessions",
     "session_scope",
     "upsert_session",
@@ -58,7 +61,23 @@ RETURNING user_id, channel
 #: (``facts:{user}``) namespaces belong to that user whoever writes them.
 USER_NAMESPACES = ("memory:", "facts:")
 
-MAX_SEQUENCE = "SELECT max(sequence) FROM conversation_events WHERE session_id = ?"
+
+# The highest sequence ever stored in the session (migration 0010), which deletions
+# never lower: a new sequence must be above it. NULL = nothing stored yet.
+HIGH_WATER = "SELECT sequence_high_water FROM sessions WHERE session_id = ?"
+
+# The high-water mark and the newest event still stored (whose text the next event
+# quotes as neighbour context), in one statement.
+SESSION_CURSOR = """
+SELECT sequence_high_water,
+       (SELECT max(sequence) FROM conversation_events WHERE session_id = ?1)
+FROM sessions WHERE session_id = ?1
+"""
+
+RAISE_HIGH_WATER = """
+UPDATE sessions SET sequence_high_water = ?2
+WHERE session_id = ?1 AND (sequence_high_water IS NULL OR sequence_high_water < ?2)
+"""
 
 INSERT_EVENT = """
 INSERT INTO conversation_events (session_id, sequence, payload_json, created_at)
@@ -124,8 +143,7 @@ VALUES (?1, 'pending', ?2, ?2, ?2)
 
 LIST_SESSIONS = """
 SELECT s.session_id, s.agent_identity, s.created_at, s.updated_at,
-       coalesce((SELECT max(sequence) FROM conversation_events e
-                 WHERE e.session_id = s.session_id), -1),
+       coalesce(s.sequence_high_water, -1),
        (SELECT count(*) FROM conversation_events e WHERE e.session_id = s.session_id),
        s.user_id, s.channel
 FROM sessions AS s
@@ -207,6 +225,32 @@ def chunk_id_for(session_id: str, chunk_hash: str) -> str:
     return f"ch_{digest}"
 
 
+def high_water(db: Database, session_id: str) -> int | None:
+    """The highest sequence ever stored in the session (None: nothing yet).
+
+    Deleting events (notes, the expiry sweep, quota eviction) never lowers it; only
+    forgetting the session does, by deleting its row.
+    """
+    value = db.scalar(HIGH_WATER, (session_id,))
+    return None if value is None else int(value)
+
+
+def next_sequence(db: Database, session_id: str) -> int:
+    """The session's next sequence: one above its high-water mark (1 for a new one)."""
+    last = high_water(db, session_id)
+    return 1 if last is None or last < 1 else last + 1
+
+
+def raise_high_water(db: Database, session_id: str, sequence: int, now: str) -> None:
+    """Record ``sequence`` as stored in the session (its row must exist).
+
+    Raises the high-water mark (never lowers it) and mirrors it into
+    ``session_state.last_sequence``, where stores before 0.2 kept it.
+    """
+    db.execute(RAISE_HIGH_WATER, (session_id, sequence))
+    db.execute(SET_LAST_SEQUENCE, (session_id, high_water(db, session_id), now))
+
+
 def write_event(
     db: Database,
     event: PreparedEvent,
@@ -235,9 +279,14 @@ def write_event(
 
 @dataclass(slots=True)
 class _SessionCursor:
-    """What the batch writer remembers about a session between its events."""
+    """What the batch writer remembers about a session between its events.
+
+    ``last`` is the high-water mark (a new sequence must be above it); ``newest`` the
+    newest event still stored, whose chunks the next event quotes as context.
+    """
 
     last: int | None
+    newest: int | None
     previous_text: str = ""
     first: bool = True
 
@@ -257,7 +306,8 @@ def write_events(
     """Store prepared events (in order) with their chunks and vectors; returns new chunks.
 
     Must run inside ``db.atomic()``. Raises :class:`ConflictError` when a sequence is not
-    above its session's highest (the caller's transaction then rolls back). ``vectors``
+    above the highest ever stored in its session (the high-water mark, which deleting
+    events never lowers; the caller's transaction then rolls back). ``vectors``
     holds one row per chunk of every event, in order.
 
     Per session the batch upserts the session, reads its last sequence and records the
@@ -282,10 +332,13 @@ def write_events(
             upsert_session(
                 db, sid, now, agent_identity=agent_identity, user_id=user_id, channel=channel
             )
-            last = db.scalar(MAX_SEQUENCE, (sid,))
-            cur = cursors[sid] = _SessionCursor(None if last is None else int(last))
-            if neighbor_context and cur.last is not None:
-                prev = db.scalar(PREVIOUS_CHUNK_TEXT, (sid, cur.last))
+            row = db.query_one(SESSION_CURSOR, (sid,))
+            last, newest = (None, None) if row is None else row
+            cur = cursors[sid] = _SessionCursor(
+                None if last is None else int(last), None if newest is None else int(newest)
+            )
+            if neighbor_context and cur.newest is not None:
+                prev = db.scalar(PREVIOUS_CHUNK_TEXT, (sid, cur.newest))
                 cur.previous_text = str(prev or "")[-CONTEXT_CHARS:]
         if cur.last is not None and event.sequence <= cur.last:
             raise ConflictError(
@@ -299,9 +352,9 @@ def write_events(
         n = len(event.chunks)
         rows: list[Any] = [None] * n if vectors is None else list(vectors[offset : offset + n])
         offset += n
-        if neighbor_context and event.chunks and cur.first and cur.last is not None:
-            db.execute(SET_CONTEXT_AFTER, (event.chunks[0].text[:CONTEXT_CHARS], sid, cur.last))
-        before = cur.previous_text if neighbor_context and cur.last is not None else ""
+        if neighbor_context and event.chunks and cur.first and cur.newest is not None:
+            db.execute(SET_CONTEXT_AFTER, (event.chunks[0].text[:CONTEXT_CHARS], sid, cur.newest))
+        before = cur.previous_text if neighbor_context and cur.newest is not None else ""
         for chunk, vector in zip(event.chunks, rows, strict=True):
             existing = known.get((sid, chunk.content_hash))
             if existing is not None:
@@ -336,10 +389,11 @@ def write_events(
                     INSERT_VECTOR, (rowid, np.asarray(vector, dtype="<f4").tobytes(), model_id)
                 )
             added += 1
-        cur.last = event.sequence
+        cur.last = cur.newest = event.sequence
         cur.first = False
         cur.previous_text = event.chunks[-1].text[-CONTEXT_CHARS:] if event.chunks else ""
     for sid, cur in cursors.items():
+        db.execute(RAISE_HIGH_WATER, (sid, cur.last))
         db.execute(SET_LAST_SEQUENCE, (sid, cur.last, now))
     changes.prune_now_and_then(db)
     return added
