@@ -34,7 +34,7 @@ from mindfile.context.render import memory_line, memory_message, summary_message
 from mindfile.context.rerank import Ranked, Reranked, rerank
 from mindfile.context.retrieval import Scope, gather_candidates, resolve_scope
 from mindfile.context.types import Context, ContextConfig, ContextItem
-from mindfile.embed.base import Vector, normalize
+from mindfile.embed.base import Vector, check_query_vector, normalize
 from mindfile.errors import InvalidInputError, LimitExceededError, MindfileError
 from mindfile.index.chunking import normalize_text
 from mindfile.index.pipeline import check_id
@@ -200,7 +200,8 @@ def _query_vector(
     if not text.strip():
         return None, None
     try:
-        return engine.embedder.embed_query(text), None
+        raw = engine.embedder.embed_query(text)
+        return check_query_vector(raw, dims, engine.embedder.model_id), None
     except MindfileError as exc:
         return None, f"relevance leg unavailable: {exc.message}"
     except Exception as exc:  # a provider's own failure: degrade, as search does

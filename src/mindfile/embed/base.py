@@ -10,7 +10,16 @@ import numpy.typing as npt
 
 from mindfile.errors import EmbeddingError
 
-__all__ = ["Embedder", "Vector", "Vectors", "check_vectors", "from_blob", "normalize", "to_blob"]
+__all__ = [
+    "Embedder",
+    "Vector",
+    "Vectors",
+    "check_query_vector",
+    "check_vectors",
+    "from_blob",
+    "normalize",
+    "to_blob",
+]
 
 Vector = npt.NDArray[np.float32]
 Vectors = npt.NDArray[np.float32]
@@ -59,11 +68,34 @@ def normalize(matrix: npt.NDArray[np.floating]) -> Vectors:
 
 def check_vectors(vectors: npt.NDArray[np.floating], count: int, dims: int, who: str) -> Vectors:
     """Validate an embedder's output shape and values; returns normalised float32."""
-    arr = np.asarray(vectors, dtype=np.float32)
+    try:
+        arr = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise EmbeddingError(
+            f"{who} returned {type(vectors).__name__}, not numbers", embedder=who
+        ) from exc
     if arr.shape != (count, dims):
         raise EmbeddingError(
             f"{who} returned shape {arr.shape}, expected ({count}, {dims})",
             embedder=who,
+        )
+    if not np.all(np.isfinite(arr)):
+        raise EmbeddingError(f"{who} returned NaN or infinite values", embedder=who)
+    return normalize(arr)
+
+
+def check_query_vector(vector: object, dims: int, who: str) -> Vector:
+    """Validate a query embedding (``dims`` finite numbers) as :func:`check_vectors`
+    does a batch; returns it normalised, or raises :class:`EmbeddingError`."""
+    try:
+        arr = np.asarray(vector, dtype=np.float32)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise EmbeddingError(
+            f"{who} returned {type(vector).__name__} for a query, not numbers", embedder=who
+        ) from exc
+    if arr.shape != (dims,):
+        raise EmbeddingError(
+            f"{who} returned shape {arr.shape} for a query, expected ({dims},)", embedder=who
         )
     if not np.all(np.isfinite(arr)):
         raise EmbeddingError(f"{who} returned NaN or infinite values", embedder=who)

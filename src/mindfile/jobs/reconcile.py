@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from mindfile.jobs import queue
 from mindfile.jobs.types import Clock, ReconcileReport
 from mindfile.jobs.worker import run_jobs
+from mindfile.storage import damaged
 
 if TYPE_CHECKING:
     from mindfile.engine import Mindfile
@@ -65,6 +66,14 @@ def reconcile(
     db = engine.db
     model, blob_bytes = engine.embedder.model_id, engine.embedder.dimensions * 4
     with db.atomic():  # one consistent view; with repair, the fixes in the same transaction
+        # First: text that is not valid UTF-8 would make the reads below fail.
+        # Reads repair such cells as they meet them; report those too.
+        earlier, db.repaired_text = db.repaired_text, []
+        damaged_cells = damaged.find_damaged(db)
+        if damaged_cells and repair:
+            damaged.repair_damaged(db)
+            db.repaired_text = []
+        damaged_text = list(dict.fromkeys([*earlier, *(c.label for c in damaged_cells)]))
         unembedded = [(int(r), status) for r, status in db.query(UNEMBEDDED)]
         missing = [r for r, status in unembedded if status not in ("pending", "running", "failed")]
         dead = sum(1 for _, status in unembedded if status == "failed")
@@ -94,6 +103,7 @@ def reconcile(
     if lexical_rebuilt and engine.lexical is not None:
         engine.lexical.rebuild()
     return ReconcileReport(
+        damaged_text=damaged_text,
         repaired=repair,
         chunks=chunks,
         missing_vectors=len(missing),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -171,6 +171,10 @@ class ReconcileReport(_ToDict):
     * ``lexical_size``: documents in the in-memory BM25 index after catching up (None
       when the store ranks with FTS5); repair rebuilds it when it differs from
       ``chunks`` (``lexical_rebuilt``).
+    * ``damaged_text``: stored text cells that are not valid UTF-8, as
+      ``table.column#rowid`` (:mod:`mindfile.storage.damaged`): found now, or already
+      repaired by a read of this process since the last reconcile (reads rewrite them
+      decoded with replacement characters, and so does repair).
     * ``enqueued``: jobs created or reset by the repair; ``embedded``: how many were
       embedded right away (sync-indexing stores drain the queue; background stores
       leave it to the worker).
@@ -191,6 +195,7 @@ class ReconcileReport(_ToDict):
     index_rebuilt: bool = False
     lexical_size: int | None = None
     lexical_rebuilt: bool = False
+    damaged_text: list[str] = field(default_factory=list)
 
     @property
     def consistent(self) -> bool:
@@ -202,6 +207,7 @@ class ReconcileReport(_ToDict):
             and self.fts_rows == self.chunks
             and self.index_size == self.vector_count
             and self.lexical_size in (None, self.chunks)
+            and not self.damaged_text
         )
 
     def to_dict(self) -> dict[str, Any]:

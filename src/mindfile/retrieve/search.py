@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 
-from mindfile.embed.base import Embedder, Vector, normalize
+from mindfile.embed.base import Embedder, Vector, check_query_vector, normalize
 from mindfile.errors import EmbeddingError, InvalidInputError, MindfileError
 from mindfile.index.chunking import normalize_text
 from mindfile.index.pipeline import check_id, normalize_tags
@@ -277,11 +277,12 @@ def _query_vector(embedder: Embedder, req: SearchRequest) -> Vector:
     if req.query_embedding is not None:
         return req.query_embedding
     try:
-        return embedder.embed_query(normalize_text(req.query))
+        raw = embedder.embed_query(normalize_text(req.query))
     except MindfileError:
         raise
     except Exception as exc:  # a provider's own failure
         raise EmbeddingError(f"query embedding failed: {exc}") from exc
+    return check_query_vector(raw, embedder.dimensions, embedder.model_id)
 
 
 def _hits(db: Database, fused: dict[int, Fused], req: SearchRequest) -> list[SearchHit]:

@@ -32,6 +32,7 @@ from mindfile.errors import (
     SchemaError,
     StorageError,
 )
+from mindfile.storage import damaged
 
 __all__ = ["Database", "Row", "utcnow"]
 
@@ -78,6 +79,12 @@ class Database:
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute(f"PRAGMA synchronous={synchronous}")
             self._conn.execute("PRAGMA temp_store=MEMORY")
+            self._conn.create_scalar_function(
+                damaged.FUNCTION,
+                damaged.invalid_utf8,  # type: ignore[arg-type]
+                1,
+                deterministic=True,
+            )
         except apsw.Error as exc:
             self._conn_close_quietly()
             raise StorageError(f"cannot open database {self.path!r}: {exc}") from exc
@@ -87,6 +94,10 @@ class Database:
         self._rollbacks = 0
         self._writing = 0
         self._closed = False
+        self.readonly = readonly
+        #: Damaged text cells reads have repaired since open (``table.column#rowid``),
+        #: until ``reconcile`` reports them (mindfile.storage.damaged).
+        self.repaired_text: list[str] = []
         self.extensions: set[str] = set()
 
     def _refuse_foreign_file(self) -> None:
@@ -140,16 +151,44 @@ class Database:
             self._conn.executemany(sql, rows)
 
     def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Row]:
-        """Run a statement and return all rows as tuples."""
+        """Run a statement and return all rows as tuples.
+
+        A row whose stored text is not valid UTF-8 is repaired (decoded with
+        replacement, :mod:`mindfile.storage.damaged`) and the statement run again.
+        """
+        try:
+            return self.raw_query(sql, params)
+        except UnicodeDecodeError as exc:
+            self._repair_text(exc)
+            return self.raw_query(sql, params)
+
+    def raw_query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Row]:
+        """:meth:`query` without the damaged-text repair (the repair itself uses it)."""
         with self._lock, _translate():
             return list(self._conn.execute(sql, params))
 
     def query_one(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Row | None:
         """Run a statement and return its first row, or None."""
-        with self._lock, _translate():
-            for row in self._conn.execute(sql, params):
-                return tuple(row)
-        return None
+        try:
+            with self._lock, _translate():
+                for row in self._conn.execute(sql, params):
+                    return tuple(row)
+            return None
+        except UnicodeDecodeError as exc:
+            self._repair_text(exc)
+            rows = self.raw_query(sql, params)
+            return tuple(rows[0]) if rows else None
+
+    def _repair_text(self, exc: UnicodeDecodeError) -> None:
+        if self.readonly:
+            raise StorageError(
+                "the store holds text that is not valid UTF-8 (a damaged row) and is open "
+                "read-only; open it writable and run reconcile(repair=True)"
+            ) from exc
+        try:
+            damaged.repair_damaged(self)
+        except UnicodeDecodeError as again:  # pragma: no cover - a column we do not scan
+            raise StorageError(f"damaged text the repair cannot reach: {again}") from again
 
     def scalar(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
         """The first column of the first row, or None."""
