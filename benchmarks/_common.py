@@ -109,3 +109,17 @@ def machine_info() -> dict[str, Any]:
     except Exception:  # not installed as a distribution
         info["mindfile"] = None
     return info
+
+
+_VOCABULARY = """
+battery review thermal charts slides March quarterly design budget team meeting travel
+Lisbon Porto train hiking sister painting recipe garden invoice deadline server deploy
+latency memory index search vector token budget summary customer contract renewal
+pricing discount weekend concert museum library coffee bread
+"""
+WORDS = _VOCABULARY.split()
+
+
+def chat_text(rng: Any, words: int = 170) -> str:
+    """A ~1,000-character chat-like message (the length of real assistant chat)."""
+    return " ".join(rng.choice(WORDS) for _ in range(words)) + f" {rng.getrandbits(40):x}"

@@ -19,22 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import emit_json, machine_info, print_table
+from _common import chat_text, emit_json, machine_info, print_table
 
 import mindfile
-
-_VOCABULARY = """
-battery review thermal charts slides March quarterly design budget team meeting travel
-Lisbon Porto train hiking sister painting recipe garden invoice deadline server deploy
-latency memory index search vector token budget summary customer contract renewal
-pricing discount weekend concert museum library coffee bread
-"""
-WORDS = _VOCABULARY.split()
-
-
-def message(rng: random.Random) -> str:
-    words = [rng.choice(WORDS) for _ in range(170)]  # ~1,000 characters
-    return " ".join(words) + f" {rng.getrandbits(40):x}"
 
 
 def build(path: Path, chunks: int, rng: random.Random) -> int:
@@ -42,7 +29,7 @@ def build(path: Path, chunks: int, rng: random.Random) -> int:
     session = 0
     with mindfile.open(path, embedder="hash") as mem:
         while made < chunks:
-            events = [(f"s{session}", i, message(rng)) for i in range(1, 101)]
+            events = [(f"s{session}", i, chat_text(rng)) for i in range(1, 101)]
             made += mem.store_many(events, user_id=f"u{session % 50}")
             session += 1
         mem.purge()

@@ -22,18 +22,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from _common import emit_json, machine_info, print_table
+from _common import chat_text, emit_json, machine_info, print_table
 
 import mindfile
 from mindfile.storage.db import Database
-
-_VOCABULARY = """
-battery review thermal charts slides March quarterly design budget team meeting travel
-Lisbon Porto train hiking sister painting recipe garden invoice deadline server deploy
-latency memory index search vector token budget summary customer contract renewal
-pricing discount weekend concert museum library coffee bread
-"""
-WORDS = _VOCABULARY.split()
 
 held: list[float] = []
 
@@ -54,10 +46,6 @@ def install_timer() -> None:
             held.append((time.perf_counter() - start) * 1000)
 
     Database.atomic = timed  # type: ignore[method-assign,assignment]
-
-
-def text(rng: random.Random, words: int = 170) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(words)) + f" {rng.getrandbits(32):x}"
 
 
 def measure(label: str, ops: int, op: Callable[[int], Any], rows: list[dict[str, Any]]) -> None:
@@ -98,7 +86,7 @@ def main() -> int:
         tempfile.TemporaryDirectory(prefix="mindfile-lock-") as tmp,
         mindfile.open(Path(tmp) / "lock.db", embedder=args.embedder) as mem,
     ):
-        msgs = [text(rng) for _ in range(ops * 101)]
+        msgs = [chat_text(rng) for _ in range(ops * 101)]
         measure("store (1 kB message)", ops, lambda i: mem.store("a", i + 1, msgs[i]), rows)
         base = ops + 1
 

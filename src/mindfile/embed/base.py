@@ -68,38 +68,28 @@ def normalize(matrix: npt.NDArray[np.floating]) -> Vectors:
 
 def check_vectors(vectors: npt.NDArray[np.floating], count: int, dims: int, who: str) -> Vectors:
     """Validate an embedder's output shape and values; returns normalised float32."""
-    try:
-        arr = np.asarray(vectors, dtype=np.float32)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise EmbeddingError(
-            f"{who} returned {type(vectors).__name__}, not numbers", embedder=who
-        ) from exc
-    if arr.shape != (count, dims):
-        raise EmbeddingError(
-            f"{who} returned shape {arr.shape}, expected ({count}, {dims})",
-            embedder=who,
-        )
-    if not np.all(np.isfinite(arr)):
-        raise EmbeddingError(f"{who} returned NaN or infinite values", embedder=who)
-    return normalize(arr)
+    return normalize(_checked(vectors, (count, dims), who, ""))
 
 
 def check_query_vector(vector: object, dims: int, who: str) -> Vector:
     """Validate a query embedding (``dims`` finite numbers) as :func:`check_vectors`
     does a batch; returns it normalised, or raises :class:`EmbeddingError`."""
+    return normalize(_checked(vector, (dims,), who, " for a query"))
+
+
+def _checked(value: object, shape: tuple[int, ...], who: str, what: str) -> Vectors:
     try:
-        arr = np.asarray(vector, dtype=np.float32)
+        arr = np.asarray(value, dtype=np.float32)
     except (TypeError, ValueError, OverflowError) as exc:
+        kind = type(value).__name__
+        raise EmbeddingError(f"{who} returned {kind}{what}, not numbers", embedder=who) from exc
+    if arr.shape != shape:
         raise EmbeddingError(
-            f"{who} returned {type(vector).__name__} for a query, not numbers", embedder=who
-        ) from exc
-    if arr.shape != (dims,):
-        raise EmbeddingError(
-            f"{who} returned shape {arr.shape} for a query, expected ({dims},)", embedder=who
+            f"{who} returned shape {arr.shape}{what}, expected {shape}", embedder=who
         )
     if not np.all(np.isfinite(arr)):
         raise EmbeddingError(f"{who} returned NaN or infinite values", embedder=who)
-    return normalize(arr)
+    return arr
 
 
 def to_blob(vector: npt.NDArray[np.floating]) -> bytes:
