@@ -49,6 +49,8 @@ BENCHES = (
     Bench("latency", "latency.py", (), ("--quick",)),
     Bench("background_indexing", "background_indexing.py", (), ("--quick",)),
     Bench("durability", "durability.py", (), ("--quick",)),
+    Bench("write_lock", "write_lock.py", (), ("--quick",)),
+    Bench("purge", "purge.py", ("--sizes", "20000,100000"), ("--quick",)),
 )
 
 
