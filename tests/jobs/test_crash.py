@@ -1,4 +1,4 @@
-"""Jobs survive a crash: a dead worker's lease expires and another worker finishes."""
+"""Jobs survive a crash: a dead worker's jobs are recovered and another worker finishes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from mindfile.jobs import JobPolicy
+from mindfile.jobs.owner import default_worker_id
 from mindfile.jobs.queue import claim
+from mindfile.jobs.reconcile import reconcile
 
 from ._support import DIMS, ControlledEmbedder, FakeClock, count, messages, open_store
 
@@ -36,25 +38,72 @@ def test_crash_mid_job_then_resume(tmp_path: Path) -> None:
         assert len(held) == 3
         assert all(j.claimed_by for j in held)
         assert count(mem, "chunks_vec") == 0
+        # The holder is a process of this host that no longer exists: reconcile sees
+        # it at once (issue 8), well before the 60 s lease would expire.
+        check = mem.reconcile(repair=False)
+        assert check.abandoned_jobs == 3
+        assert not check.consistent
 
-        # A new worker takes what is free; the dead worker's jobs stay leased...
-        now = mem.run_jobs()
-        assert (now.claimed, now.succeeded, now.recovered) == (2, 2, 0)
-        assert len(mem.list_jobs(status="running")) == 3
-
-        # ...until the lease expires, then they are recovered and finished.
-        later = datetime.now(UTC) + timedelta(seconds=61)
-        report = mem.run_jobs(clock=lambda: later)
-        assert (report.recovered, report.claimed, report.succeeded) == (3, 3, 3)
+        # A new worker recovers the dead worker's jobs first and finishes all five.
+        report = mem.run_jobs()
+        assert (report.recovered, report.claimed, report.succeeded) == (3, 5, 5)
         jobs = mem.list_jobs()
         assert [j.status for j in jobs] == ["done"] * 5
         assert sorted(j.retry_count for j in jobs) == [0, 0, 1, 1, 1]
         recovered = [j for j in jobs if j.retry_count == 1]
-        assert all("lease expired" in (j.last_error or "") for j in recovered)
+        assert all("is gone" in (j.last_error or "") for j in recovered)
         # Every chunk has exactly one vector and the index holds each once.
         assert count(mem, "chunks_vec") == count(mem, "chunks") == 5
         assert mem.index.size() == 5
         assert mem.reconcile(repair=False).consistent
+
+
+def test_reconcile_recovers_a_killed_workers_jobs(tmp_path: Path) -> None:
+    db_path = tmp_path / "crash.db"
+    with open_store(db_path) as mem:
+        mem.store_many(messages(4))
+    child = subprocess.run(
+        [sys.executable, str(CHILD), str(db_path), str(DIMS), str(tmp_path / "m"), "4"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == 1, child.stderr
+    with open_store(db_path) as mem:
+        assert len(mem.list_jobs(status="running")) == 4
+        report = mem.reconcile(repair=True)
+        assert report.abandoned_jobs == 4
+        assert report.embedded == 0  # a background store leaves them to its worker
+        assert [j.status for j in mem.list_jobs()] == ["pending"] * 4
+        assert mem.run_jobs().succeeded == 4
+        assert count(mem, "chunks_vec") == 4
+        assert mem.reconcile(repair=False).consistent
+
+
+def test_jobs_of_unverifiable_holders_wait_for_the_lease(db_path: Path) -> None:
+    # Another host, or a custom worker id: liveness cannot be checked from here.
+    clock = FakeClock()
+    policy = JobPolicy(lease_seconds=30)
+    with open_store(db_path) as mem:
+        mem.store_many(messages(2))
+        claim(mem.db, now=clock(), limit=1, worker="elsewhere:1:1:1", policy=policy)
+        claim(mem.db, now=clock(), limit=1, worker="my-worker", policy=policy)
+        assert reconcile(mem, repair=False, clock=clock).abandoned_jobs == 0
+        assert mem.run_jobs(policy=policy, clock=clock).recovered == 0
+        clock.advance(31)
+        assert reconcile(mem, repair=False, clock=clock).abandoned_jobs == 2
+        assert mem.run_jobs(policy=policy, clock=clock).recovered == 2
+
+
+def test_jobs_of_a_live_worker_are_left_alone(db_path: Path) -> None:
+    clock = FakeClock()
+    policy = JobPolicy(lease_seconds=30)
+    with open_store(db_path) as mem:
+        mem.store_many(messages(2))
+        # This very process holds the lease (a worker thread in the middle of a batch).
+        claim(mem.db, now=clock(), limit=1, worker=default_worker_id(), policy=policy)
+        assert reconcile(mem, repair=True, clock=clock).abandoned_jobs == 0
+        assert len(mem.list_jobs(status="running")) == 1
 
 
 def test_workers_that_keep_dying_dead_letter_the_job(db_path: Path) -> None:

@@ -141,6 +141,7 @@ def _print_reconcile(r: ReconcileReport) -> None:
         ("chunks", r.chunks),
         ("missing vectors", r.missing_vectors),
         ("dead-lettered", r.dead_lettered),
+        ("abandoned jobs", r.abandoned_jobs),
         ("wrong-model vectors", r.wrong_model_vectors),
         ("orphan vectors", r.orphan_vectors),
         ("fts rows", r.fts_rows),

@@ -20,6 +20,30 @@ WHERE status = 'running' AND claim_expires_at <= :now
 RETURNING status
 """
 
+# Holders of live leases, checked for liveness (mindfile.jobs.owner).
+RUNNING_OWNERS = """
+SELECT DISTINCT claimed_by FROM memory_jobs
+WHERE status = 'running' AND claim_expires_at > ?1 AND claimed_by IS NOT NULL
+"""
+
+# A worker that is gone (killed) before its lease expired: recovered like an expired
+# lease, at once.
+RECOVER_ORPHANED = """
+UPDATE memory_jobs SET
+    retry_count = retry_count + 1,
+    status = CASE WHEN retry_count + 1 > :max_retries THEN 'failed' ELSE 'pending' END,
+    next_retry_at = :now,
+    last_error = 'worker ' || claimed_by || ' is gone (killed before finishing)',
+    claim_token = NULL, claimed_by = NULL, claim_expires_at = NULL,
+    updated_at = :now
+WHERE status = 'running' AND claimed_by IN (SELECT value FROM json_each(:owners))
+RETURNING status
+"""
+
+RUNNING_LEASES = """
+SELECT claimed_by, claim_expires_at FROM memory_jobs WHERE status = 'running'
+"""
+
 FIRST_DUE = """
 SELECT job_id, retry_count FROM memory_jobs
 WHERE status = 'pending' AND next_retry_at <= ?

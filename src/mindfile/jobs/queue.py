@@ -9,9 +9,6 @@ two workers never hold the same job. Embedding happens between :func:`claim` and
 from __future__ import annotations
 
 import json
-import os
-import socket
-import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +18,7 @@ from typing import cast
 from mindfile.embed.base import Vectors, to_blob
 from mindfile.errors import InvalidInputError
 from mindfile.jobs import _sql
+from mindfile.jobs.owner import default_worker_id, owner_gone
 from mindfile.jobs.types import Clock, JobInfo, JobPolicy, JobQueueStatus, JobStatus
 from mindfile.storage import changes
 from mindfile.storage.db import Database
@@ -30,6 +28,7 @@ __all__ = [
     "Claim",
     "ClaimedJob",
     "claim",
+    "count_abandoned",
     "complete",
     "default_worker_id",
     "enqueue",
@@ -38,6 +37,7 @@ __all__ = [
     "list_jobs",
     "prune_done",
     "queue_status",
+    "recover_abandoned",
     "release",
     "retry_failed",
     "utc_clock",
@@ -62,11 +62,6 @@ def iso(moment: datetime) -> str:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def default_worker_id() -> str:
-    """``host:pid:thread`` - who holds a lease (shown by ``mindfile jobs status``)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,18 +94,14 @@ def claim(
 ) -> Claim:
     """Lease due jobs: up to ``limit`` first attempts, or one retried job alone.
 
-    Expired leases (dead workers) are recovered first, in the same transaction.
+    Jobs of dead workers (expired leases, or holders that are gone) are recovered
+    first, in the same transaction.
     """
     token = uuid.uuid4().hex
     stamp = iso(now)
     expires = iso(now + timedelta(seconds=policy.lease_seconds))
     with db.atomic():
-        statuses = [
-            r[0]
-            for r in db.query(
-                _sql.RECOVER_EXPIRED, {"now": stamp, "max_retries": policy.max_retries}
-            )
-        ]
+        statuses = recover_abandoned(db, now, policy)
         first = db.query_one(_sql.FIRST_DUE, (stamp,))
         rows: list[tuple[int, int, int]] = []
         if first is not None:
@@ -126,6 +117,36 @@ def claim(
             texts = {int(i): str(t) for i, t in db.query(_sql.CHUNK_TEXTS, (ids,))}
     jobs = tuple(ClaimedJob(j, c, n, texts[c]) for j, c, n in rows if c in texts)
     return Claim(token, jobs, len(statuses), statuses.count("failed"))
+
+
+def recover_abandoned(db: Database, now: datetime, policy: JobPolicy) -> list[str]:
+    """Put back the running jobs whose worker is dead; returns their new statuses.
+
+    A job is abandoned when its lease expired, or when its holder is a process of this
+    host that no longer exists (:func:`mindfile.jobs.owner.owner_gone`: a ``kill -9``ed
+    worker is noticed at once, not ``lease_seconds`` later). The lost attempt counts as
+    a failure: a job out of retries goes to the dead letter (``failed``).
+    """
+    stamp = iso(now)
+    args = {"now": stamp, "max_retries": policy.max_retries}
+    with db.atomic():
+        statuses = [str(r[0]) for r in db.query(_sql.RECOVER_EXPIRED, args)]
+        owners = [str(r[0]) for r in db.query(_sql.RUNNING_OWNERS, (stamp,))]
+        gone = [o for o in owners if owner_gone(o)]
+        if gone:
+            found = db.query(_sql.RECOVER_ORPHANED, {**args, "owners": json.dumps(gone)})
+            statuses.extend(str(r[0]) for r in found)
+    return statuses
+
+
+def count_abandoned(db: Database, now: datetime) -> int:
+    """Running jobs whose worker is dead (see :func:`recover_abandoned`), read-only."""
+    stamp = iso(now)
+    return sum(
+        1
+        for owner, expires in db.query(_sql.RUNNING_LEASES)
+        if expires is None or str(expires) <= stamp or owner_gone(owner)
+    )
 
 
 def complete(

@@ -2,6 +2,8 @@
 
 SQLite is the source of truth; each check compares something derived with it:
 
+* running jobs whose worker is dead (lease expired, or a process of this host that
+  no longer exists: :mod:`mindfile.jobs.owner`) - put back in the queue;
 * chunks without a vector and without a live job (a job lost to a bug, a vector
   deleted by hand) - re-queued;
 * vectors from another model, or of the wrong size - deleted, logged as changed (so
@@ -21,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mindfile.jobs import queue
-from mindfile.jobs.types import Clock, ReconcileReport
+from mindfile.jobs.types import Clock, JobPolicy, ReconcileReport
 from mindfile.jobs.worker import run_jobs
 from mindfile.storage import damaged
 
@@ -74,6 +76,10 @@ def reconcile(
             damaged.repair_damaged(db)
             db.repaired_text = []
         damaged_text = list(dict.fromkeys([*earlier, *(c.label for c in damaged_cells)]))
+        now = clock()
+        abandoned = queue.count_abandoned(db, now)
+        if repair and abandoned:
+            queue.recover_abandoned(db, now, JobPolicy())
         unembedded = [(int(r), status) for r, status in db.query(UNEMBEDDED)]
         missing = [r for r, status in unembedded if status not in ("pending", "running", "failed")]
         dead = sum(1 for _, status in unembedded if status == "failed")
@@ -87,11 +93,11 @@ def reconcile(
             db.executemany(DELETE_VECTOR, rewrite)
             # Logged so every process's vector index re-reads (and drops) these ids.
             db.executemany(LOG_CHANGE, rewrite)
-            enqueued = queue.enqueue(db, [*missing, *bad], clock())
+            enqueued = queue.enqueue(db, [*missing, *bad], now)
             if fts_rows != chunks:
                 db.execute(REBUILD_FTS)
     embedded = 0
-    if repair and enqueued and engine.indexing == "sync":
+    if repair and (enqueued or abandoned) and engine.indexing == "sync":
         embedded = run_jobs(engine, clock=clock).succeeded
     vector_count = int(db.scalar("SELECT count(*) FROM chunks_vec"))
     # Vectors of the wrong size cannot be loaded into an index: not checked until repaired.
@@ -104,6 +110,7 @@ def reconcile(
         engine.lexical.rebuild()
     return ReconcileReport(
         damaged_text=damaged_text,
+        abandoned_jobs=abandoned,
         repaired=repair,
         chunks=chunks,
         missing_vectors=len(missing),

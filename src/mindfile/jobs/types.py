@@ -175,6 +175,9 @@ class ReconcileReport(_ToDict):
       ``table.column#rowid`` (:mod:`mindfile.storage.damaged`): found now, or already
       repaired by a read of this process since the last reconcile (reads rewrite them
       decoded with replacement characters, and so does repair).
+    * ``abandoned_jobs``: jobs left ``running`` by a dead worker (lease expired, or a
+      process of this host that no longer exists); repair puts them back in the queue
+      at once (the lost attempt counts as a failure, as for an expired lease).
     * ``enqueued``: jobs created or reset by the repair; ``embedded``: how many were
       embedded right away (sync-indexing stores drain the queue; background stores
       leave it to the worker).
@@ -196,6 +199,7 @@ class ReconcileReport(_ToDict):
     lexical_size: int | None = None
     lexical_rebuilt: bool = False
     damaged_text: list[str] = field(default_factory=list)
+    abandoned_jobs: int = 0
 
     @property
     def consistent(self) -> bool:
@@ -208,6 +212,7 @@ class ReconcileReport(_ToDict):
             and self.index_size == self.vector_count
             and self.lexical_size in (None, self.chunks)
             and not self.damaged_text
+            and self.abandoned_jobs == 0
         )
 
     def to_dict(self) -> dict[str, Any]:
