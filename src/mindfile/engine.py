@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from os import PathLike
@@ -32,7 +33,7 @@ from mindfile.retrieve.search import (
 )
 from mindfile.storage import erase, log
 from mindfile.storage.db import Database, utcnow
-from mindfile.storage.migrations import apply_migrations
+from mindfile.storage.migrations import apply_migrations, check_migrations
 from mindfile.tokens import TokenCounter, estimate_tokens, message_tokens
 from mindfile.types import (
     FusionMode,
@@ -66,6 +67,7 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
     indexing: Literal["sync", "background"] = "sync",
     lexical_index: Literal["memory", "fts5"] = "memory",
     durability: Literal["normal", "full"] = "normal",
+    read_only: bool = False,
 ) -> Mindfile:
     """Open (creating if needed) a memory store.
 
@@ -84,6 +86,9 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
     loss or OS crash may lose the last transactions, never corrupt the file; a process
     crash loses nothing) or ``"full"`` (``synchronous=FULL``: every acknowledged write
     survives power loss, at the cost of an fsync per commit; see docs/architecture.md).
+    ``read_only=True`` opens an existing store for reading only: nothing is created or
+    changed on disk (a missing file is a :class:`~mindfile.errors.NotFoundError`, every
+    write a :class:`~mindfile.errors.ReadOnlyError`); it works on read-only media too.
     """
     if not isinstance(path, str | PathLike):
         raise ConfigError(f"path must be a str or a path, not {type(path).__name__}")
@@ -101,7 +106,16 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
         indexing=indexing,
         lexical_index=lexical_index,
         durability=durability,
+        read_only=read_only,
     )
+
+
+def _read_only_uri(path: str) -> bool:
+    """A SQLite URI that asks for read-only access (``mode=ro`` or ``immutable=1``)."""
+    if not path.startswith("file:"):
+        return False
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(path).query)
+    return "ro" in query.get("mode", []) or "1" in query.get("immutable", [])
 
 
 class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
@@ -118,7 +132,16 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         indexing: Literal["sync", "background"] = "sync",
         lexical_index: Literal["memory", "fts5"] = "memory",
         durability: Literal["normal", "full"] = "normal",
+        read_only: bool = False,
     ) -> None:
+        if not isinstance(read_only, bool):
+            raise ConfigError("read_only must be True or False")
+        read_only = read_only or _read_only_uri(str(path))
+        if read_only and vector_index != "exact":
+            raise ConfigError(
+                f"vector_index={vector_index!r} keeps its index in the store file and needs "
+                "a writable store; read_only stores use vector_index='exact'"
+            )
         if durability not in ("normal", "full"):
             raise ConfigError(f"durability must be 'normal' or 'full', not {durability!r}")
         if indexing not in ("sync", "background"):
@@ -128,9 +151,15 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         self.indexing = indexing
         self.path = str(path)
         self.durability = durability
-        self.db = Database(self.path, synchronous="FULL" if durability == "full" else "NORMAL")
+        self.read_only = read_only
+        self.db = Database(
+            self.path,
+            readonly=read_only,
+            synchronous="FULL" if durability == "full" else "NORMAL",
+        )
         try:
-            self.schema_version = apply_migrations(self.db)
+            migrate = check_migrations if read_only else apply_migrations
+            self.schema_version = migrate(self.db)
             self.embedder = self._bind_embedder(embedder)
             self.index: VectorIndex = make_index(vector_index, self.db, self.embedder.dimensions)
             self.lexical = Bm25Index(self.db) if lexical_index == "memory" else None
@@ -160,6 +189,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             embedder = found
         else:
             embedder = resolve_embedder(spec)
+        if model_id is None and self.read_only:
+            return embedder  # nothing stored yet, and nothing may be recorded
         if model_id is None:
             with self.db.atomic():
                 self.db.executemany(
@@ -183,7 +214,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
     def close(self) -> None:
         """Release the database connection and the in-memory index."""
         if not self.db.closed:
-            self._purge_if_pending()
+            if not self.read_only:
+                self._purge_if_pending()
             self.index.close()
             if self.lexical is not None:
                 self.lexical.close()

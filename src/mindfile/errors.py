@@ -9,7 +9,8 @@
     ├── NotFoundError                not_found       404   4
     ├── ConflictError                conflict        409   5
     ├── StorageError                 storage         500   6
-    │   └── SchemaError              schema          500   6
+    │   ├── SchemaError              schema          500   6
+    │   └── ReadOnlyError            read_only       409   6
     ├── EmbeddingError               embedding       502   7
     ├── BackendUnavailableError      unavailable     503   8
     └── LLMError                     llm             502   9
@@ -33,6 +34,7 @@ __all__ = [
     "LimitExceededError",
     "MindfileError",
     "NotFoundError",
+    "ReadOnlyError",
     "SchemaError",
     "ScopeError",
     "StorageError",
@@ -118,6 +120,13 @@ class SchemaError(StorageError):
     """The database schema is newer than this Mindfile, or an applied migration was edited."""
 
     code = "schema"
+
+
+class ReadOnlyError(StorageError):
+    """A write on a store opened with ``read_only=True`` (or on read-only media)."""
+
+    code = "read_only"
+    http_status = 409
 
 
 class EmbeddingError(MindfileError):

@@ -16,7 +16,11 @@ def test_this_process_is_alive() -> None:
 
 def test_a_finished_process_is_gone() -> None:
     child = subprocess.run(
-        [sys.executable, "-c", "from mindfile.jobs.owner import default_worker_id as d; print(d())"],
+        [
+            sys.executable,
+            "-c",
+            "from mindfile.jobs.owner import default_worker_id as d; print(d())",
+        ],
         capture_output=True,
         text=True,
         check=True,

@@ -67,7 +67,8 @@ def reconcile(
     clock = clock or queue.utc_clock
     db = engine.db
     model, blob_bytes = engine.embedder.model_id, engine.embedder.dimensions * 4
-    with db.atomic():  # one consistent view; with repair, the fixes in the same transaction
+    # One consistent view; with repair, the fixes in the same (write) transaction.
+    with db.atomic() if repair else db.snapshot():
         # First: text that is not valid UTF-8 would make the reads below fail.
         # Reads repair such cells as they meet them; report those too.
         earlier, db.repaired_text = db.repaired_text, []

@@ -16,8 +16,11 @@ that must read SQLite takes :attr:`Database.lock` first, or reads before taking 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import re
 import threading
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +32,8 @@ from mindfile.errors import (
     ConfigError,
     ConflictError,
     InvalidInputError,
+    NotFoundError,
+    ReadOnlyError,
     SchemaError,
     StorageError,
 )
@@ -37,6 +42,8 @@ from mindfile.storage import damaged
 __all__ = ["Database", "Row", "utcnow"]
 
 Row = tuple[Any, ...]
+
+logger = logging.getLogger("mindfile")
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -56,22 +63,26 @@ class Database:
             raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self.path = str(path)
         self.in_memory = self.path == ":memory:" or self.path == ""
-        flags = (
-            apsw.SQLITE_OPEN_READONLY
-            if readonly
-            else (apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE)
-        )
-        flags |= apsw.SQLITE_OPEN_URI
         _check_path(self.path)
-        if not self.in_memory and not self.path.startswith("file:"):
-            # A plain path: make its folder. A SQLite URI names its own file; never
-            # turn it into directories.
-            Path(self.path).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
+        self.immutable = False
         try:
-            self._conn = apsw.Connection(self.path, flags=flags)
+            if readonly:
+                self._conn = self._open_read_only()
+            else:
+                if not self.in_memory and not self.path.startswith("file:"):
+                    # A plain path: make its folder. A SQLite URI names its own file;
+                    # never turn it into directories.
+                    Path(self.path).expanduser().resolve().parent.mkdir(parents=True, exist_ok=True)
+                self._conn = apsw.Connection(
+                    self.path,
+                    flags=apsw.SQLITE_OPEN_READWRITE
+                    | apsw.SQLITE_OPEN_CREATE
+                    | apsw.SQLITE_OPEN_URI,
+                )
             self._conn.set_busy_timeout(BUSY_TIMEOUT_MS)
-            if not self.in_memory and not readonly:
+            if not self.in_memory:
                 self._refuse_foreign_file()
+            if not self.in_memory and not readonly:
                 self._conn.execute("PRAGMA journal_mode=WAL")
             # Freed pages and cells are zeroed: deleted memories do not linger in free
             # space of the file (docs/privacy.md states what this covers, and what not).
@@ -99,6 +110,36 @@ class Database:
         #: until ``reconcile`` reports them (mindfile.storage.damaged).
         self.repaired_text: list[str] = []
         self.extensions: set[str] = set()
+
+    def _open_read_only(self) -> apsw.Connection:
+        """A read-only connection that never creates or changes a file.
+
+        A plain path must exist (else :class:`NotFoundError`); it is opened as the URI
+        ``file:PATH?mode=ro``. A WAL store on read-only media cannot be opened that way
+        when its ``-shm`` file is missing and cannot be created; it is then opened
+        ``immutable=1`` (nobody can write to read-only media, so nothing can change
+        under the reader).
+        """
+        flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+        if self.in_memory:
+            raise ConfigError("read_only needs an existing store file, not ':memory:'")
+        if self.path.startswith("file:"):
+            return apsw.Connection(self.path, flags=flags)
+        target = Path(self.path).expanduser().resolve()
+        if not target.is_file():
+            raise NotFoundError(f"no memory store at {self.path!r}", path=self.path)
+        uri = "file:" + urllib.parse.quote(str(target))
+        conn = apsw.Connection(uri + "?mode=ro", flags=flags)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+            return conn
+        except apsw.CantOpenError:
+            conn.close()
+            if os.access(target.parent, os.W_OK):
+                raise
+        logger.info("%s is on read-only media: opened immutable", self.path)
+        self.immutable = True
+        return apsw.Connection(uri + "?immutable=1", flags=flags)
 
     def _refuse_foreign_file(self) -> None:
         """Another application's SQLite file: refuse before changing anything in it."""
@@ -230,6 +271,10 @@ class Database:
         The outermost level takes SQLite's write lock at once (``BEGIN IMMEDIATE``) so a
         read-then-write inside it cannot be invalidated by another process.
         """
+        if self.readonly:
+            raise ReadOnlyError(
+                f"{self.path!r} is open read-only; open it without read_only=True to write"
+            )
         with self._lock:
             depth = self._depth
             name = f"mindfile_sp{depth}"
@@ -343,6 +388,8 @@ def _translate() -> Iterator[None]:
         if "binding" not in str(exc).lower():
             raise
         raise InvalidInputError(f"a value has a type the store cannot hold: {exc}") from exc
+    except apsw.ReadOnlyError as exc:
+        raise ReadOnlyError(f"the store is read-only: {exc}") from exc
     except apsw.ConstraintError as exc:
         raise ConflictError(f"constraint violated: {exc}") from exc
     except apsw.BusyError as exc:

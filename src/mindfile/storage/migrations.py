@@ -17,7 +17,13 @@ from importlib import resources
 from mindfile.errors import SchemaError
 from mindfile.storage.db import Database, utcnow
 
-__all__ = ["Migration", "apply_migrations", "load_migrations", "schema_version"]
+__all__ = [
+    "Migration",
+    "apply_migrations",
+    "check_migrations",
+    "load_migrations",
+    "schema_version",
+]
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -79,26 +85,10 @@ def schema_version(db: Database) -> int:
 def apply_migrations(db: Database, migrations: list[Migration] | None = None) -> int:
     """Verify applied migrations and apply pending ones; returns the schema version."""
     migrations = load_migrations() if migrations is None else migrations
-    known = {m.version: m for m in migrations}
     with db.atomic():
         db.execute(_BOOTSTRAP)
-        applied = {
-            int(v): (str(name), str(digest))
-            for v, name, digest in db.query("SELECT version, name, sha256 FROM memory_migrations")
-        }
-    for version, (name, digest) in sorted(applied.items()):
-        if version not in known:
-            raise SchemaError(
-                f"database has schema version {max(applied)} but this Mindfile knows only up to "
-                f"{max(known, default=0)}: upgrade mindfile",
-                version=max(applied),
-            )
-        if digest != known[version].sha256 and digest not in _EARLIER_SHA256.get(version, ()):
-            raise SchemaError(
-                f"applied migration {version:04d}_{name} was edited after it was applied; "
-                "migrations are append-only",
-                version=version,
-            )
+        applied = _applied(db)
+    _verify(applied, migrations)
     for migration in migrations:
         if migration.version in applied:
             continue
@@ -113,3 +103,49 @@ def apply_migrations(db: Database, migrations: list[Migration] | None = None) ->
                 (migration.version, migration.name, migration.sha256, utcnow()),
             )
     return schema_version(db)
+
+
+def check_migrations(db: Database, migrations: list[Migration] | None = None) -> int:
+    """Verify a store opened read-only: every shipped migration applied, none edited.
+
+    Writes nothing. A store that needs migrating (written by an older Mindfile), or a
+    file that is not a Mindfile store at all, is a :class:`SchemaError`.
+    """
+    migrations = load_migrations() if migrations is None else migrations
+    if schema_version(db) == 0:
+        raise SchemaError(f"{db.path!r} is not a Mindfile store (no schema)", path=db.path)
+    applied = _applied(db)
+    _verify(applied, migrations)
+    missing = [m for m in migrations if m.version not in applied]
+    if missing:
+        raise SchemaError(
+            f"this store is at schema version {max(applied)} and needs migration "
+            f"{missing[0].version:04d}_{missing[0].name}; open it once without "
+            "read_only=True to upgrade it",
+            version=max(applied),
+        )
+    return schema_version(db)
+
+
+def _applied(db: Database) -> dict[int, tuple[str, str]]:
+    return {
+        int(v): (str(name), str(digest))
+        for v, name, digest in db.query("SELECT version, name, sha256 FROM memory_migrations")
+    }
+
+
+def _verify(applied: dict[int, tuple[str, str]], migrations: list[Migration]) -> None:
+    known = {m.version: m for m in migrations}
+    for version, (name, digest) in sorted(applied.items()):
+        if version not in known:
+            raise SchemaError(
+                f"database has schema version {max(applied)} but this Mindfile knows only up to "
+                f"{max(known, default=0)}: upgrade mindfile",
+                version=max(applied),
+            )
+        if digest != known[version].sha256 and digest not in _EARLIER_SHA256.get(version, ()):
+            raise SchemaError(
+                f"applied migration {version:04d}_{name} was edited after it was applied; "
+                "migrations are append-only",
+                version=version,
+            )
