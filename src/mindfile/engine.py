@@ -17,10 +17,9 @@ from mindfile._api.jobs import JobsAPI
 from mindfile._api.manage import ManageAPI
 from mindfile._api.memory import AgentMemoryAPI
 from mindfile.embed import Embedder, embedder_for_model_id, fusion_weights, resolve_embedder
-from mindfile.embed.base import Vectors
 from mindfile.errors import ConfigError, InvalidInputError, MindfileError, ScopeError
 from mindfile.index.chunking import ChunkSpec
-from mindfile.index.embedding import embed_documents
+from mindfile.index.embedding import prepare_vectors
 from mindfile.index.pipeline import PreparedEvent, check_id, prepare_event
 from mindfile.manage import quota as _quota
 from mindfile.manage.importance import expires_at as _expires_at
@@ -329,8 +328,14 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         ):
             if value is not None:
                 check_id(value, what)
-        # Background indexing: no embedder call; write_event enqueues jobs instead.
-        vectors = None if self.indexing == "background" else self._embed_chunks(events)
+        # Prepare (outside the transaction), then commit: docs/architecture.md "Write
+        # path". Background indexing embeds nothing here; the commit queues jobs.
+        vectors = prepare_vectors(
+            self.embedder,
+            self.db,
+            [c.text for e in events for c in e.chunks],
+            background=self.indexing == "background",
+        )
         now = utcnow()
         with self.db.atomic():
             added = log.write_events(
@@ -353,10 +358,6 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             )
         self.working_memory.note_write(events, now)
         return added
-
-    def _embed_chunks(self, events: list[PreparedEvent]) -> Vectors:
-        texts = [c.text for e in events for c in e.chunks]
-        return embed_documents(self.embedder, self.db, texts)
 
     def recall(
         self, session_id: str, limit: int | None = None, *, user_id: str | None = None

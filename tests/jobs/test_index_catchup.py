@@ -31,6 +31,15 @@ def held(mem: mindfile.Mindfile) -> int:
     return mem.index.size()
 
 
+def embed_newest(mem: mindfile.Mindfile) -> None:
+    """Run the newest chunk's job before the others: its vector has the highest id."""
+    mem.db.execute(
+        "UPDATE memory_jobs SET next_retry_at = '0' || next_retry_at "
+        "WHERE job_id = (SELECT max(job_id) FROM memory_jobs)"
+    )
+    assert mem.run_jobs(max_jobs=1).succeeded == 1
+
+
 @pytest.mark.parametrize("index", INDEXES)
 def test_every_vector_change_is_logged(db_path: Path, index: str) -> None:
     with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=index) as mem:
@@ -46,8 +55,9 @@ def test_every_vector_change_is_logged(db_path: Path, index: str) -> None:
 def test_another_process_backfilling_below_the_newest_id_is_seen(db_path: Path, index: str) -> None:
     with open_store(db_path, vector_index=index) as reader, open_store(db_path) as worker:
         reader.store_many(messages(6))
-        # A note is indexed synchronously: its vector has the newest chunk id...
-        reader.store_note("memory:u", "n1", "a note embedded at once")
+        # The note's job runs first: its vector has the newest chunk id...
+        reader.store_note("memory:u", "n1", "a note embedded first")
+        embed_newest(reader)
         assert held(reader) == 1
         # ...so the jobs' vectors, written by another connection, are all below it.
         assert worker.run_jobs().succeeded == 6
@@ -97,6 +107,7 @@ def test_a_pruned_change_log_makes_a_stale_index_rebuild(
     with open_store(db_path, vector_index=index) as reader, open_store(db_path) as worker:
         reader.store_many(messages(8))
         reader.store_note("memory:u", "n1", "newest id")
+        embed_newest(reader)
         assert held(reader) == 1
         worker.run_jobs(batch_size=2)
         oldest = int(worker.db.scalar("SELECT min(seq) FROM chunks_vec_changes"))
@@ -111,6 +122,7 @@ def test_deleted_and_backfilled_in_one_gap_is_still_exact(db_path: Path) -> None
     with open_store(db_path) as reader, open_store(db_path) as worker:
         reader.store_many(messages(4))
         reader.store_note("memory:u", "n1", "newest id")
+        embed_newest(reader)
         assert held(reader) == 1
         worker.run_jobs(max_jobs=1)  # the vector of chunk 1, below the note's id
         worker.delete_note("memory:u", "n1")  # and the note's vector goes
@@ -128,6 +140,7 @@ def test_backfill_after_the_highest_vector_was_deleted_is_seen(db_path: Path) ->
     with open_store(db_path) as reader, open_store(db_path) as worker:
         reader.store_many(messages(2))
         reader.store_note("memory:u", "n1", "newest id")
+        embed_newest(reader)
         assert held(reader) == 1
         worker.delete_note("memory:u", "n1")
         worker.run_jobs(max_jobs=1)

@@ -100,11 +100,25 @@ def test_forgetting_a_session_deletes_its_jobs(db_path: Path) -> None:
         assert mem.run_jobs().succeeded == 1
 
 
-def test_notes_are_still_indexed_synchronously(db_path: Path) -> None:
-    with open_store(db_path) as mem:
+def test_every_writer_queues_in_background_mode(db_path: Path) -> None:
+    # One pipeline: notes, facts and consolidation summaries queue jobs like store does,
+    # so no writer of a background store ever waits for (or fails with) the embedder.
+    embedder = ControlledEmbedder()
+    with open_store(db_path, embedder) as mem:
         mem.store_note("memory:u1", "n1", "prefers green tea")
-        assert count(mem, "memory_jobs") == 0
-        assert count(mem, "chunks_vec") == 1
+        mem.set_fact("u1", "drink", "favourite", "green tea")
+        mem.store_many([("s1", i, f"long chat line {i} about tea") for i in range(1, 5)])
+        mem.consolidate(session_id="s1", older_than=0, similarity=None)
+        assert embedder.calls == []
+        assert count(mem, "chunks_vec") == 0
+        queued = count(mem, "memory_jobs")
+        assert queued == count(mem, "chunks") > 6
+        # Searchable on return by full text; by meaning once the worker ran.
+        assert mem.search_notes("memory:u1", "green tea")[0].text == "prefers green tea"
+        assert mem.run_jobs().succeeded == queued
+        assert count(mem, "chunks_vec") == queued
+        hits = mem.search("green tea", mode="vector", session_id="memory:u1")
+        assert hits[0].text == "prefers green tea"
 
 
 def test_unknown_indexing_mode_is_a_config_error(db_path: Path) -> None:

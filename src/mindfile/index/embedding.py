@@ -6,9 +6,12 @@ would all wait for it. Every writer (the store pipeline, background jobs, notes,
 consolidation, LLM extraction) embeds through :func:`embed_documents`, which refuses to
 run under the calling thread's write transaction with :class:`WriteLockHeldError`.
 
-A writer that must write several items in one transaction embeds them first, with
-:func:`pre_embedded`, and the writes inside serve those vectors without calling the
-embedder again.
+Every writer gets its vectors from :func:`prepare_vectors` (the prepare stage of the
+one indexing pipeline, docs/architecture.md "Write path"): repeated texts are embedded
+once, and a store with ``indexing="background"`` embeds nothing there (its commit
+stage queues jobs). A writer that must write several items in one transaction embeds
+them first, with :func:`pre_embedded`, and the writes inside serve those vectors
+without calling the embedder again.
 
 Embedders that declare ``local = True`` (the bundled static model, the hash embedder:
 in-process, microseconds to milliseconds, no I/O) may still run inside a caller's own
@@ -28,7 +31,13 @@ from mindfile.embed.base import Embedder, Vectors, check_vectors
 from mindfile.errors import EmbeddingError, MindfileError, StorageError
 from mindfile.storage.db import Database
 
-__all__ = ["STRICT", "WriteLockHeldError", "embed_documents", "pre_embedded"]
+__all__ = [
+    "STRICT",
+    "WriteLockHeldError",
+    "embed_documents",
+    "pre_embedded",
+    "prepare_vectors",
+]
 
 #: Refuse every embedder under a write transaction, local or not (tests of our paths).
 STRICT = False
@@ -67,9 +76,37 @@ def embed_documents(embedder: Embedder, db: Database, texts: Sequence[str]) -> V
     return check_vectors(raw, len(texts), dims, embedder.model_id)
 
 
+def prepare_vectors(
+    embedder: Embedder, db: Database, texts: Sequence[str], *, background: bool = False
+) -> Vectors | None:
+    """The prepare stage's vectors: one row per text, or None with ``background``.
+
+    Every chunk-writing feature gets its vectors here, before its write transaction.
+    Repeated texts are embedded once. With ``background`` (a store opened with
+    ``indexing="background"``) nothing is embedded: the commit stage queues a job per
+    new chunk instead (:func:`mindfile.storage.chunks.insert_chunk`).
+    """
+    if background:
+        return None
+    unique = list(dict.fromkeys(texts))
+    vectors = embed_documents(embedder, db, unique)
+    if len(unique) == len(texts):
+        return vectors
+    position = {text: i for i, text in enumerate(unique)}
+    return vectors[[position[t] for t in texts]]
+
+
 @contextlib.contextmanager
-def pre_embedded(embedder: Embedder, db: Database, texts: Sequence[str]) -> Iterator[None]:
-    """Embed ``texts`` now (outside any transaction); writes inside reuse the vectors."""
+def pre_embedded(
+    embedder: Embedder, db: Database, texts: Sequence[str], *, background: bool = False
+) -> Iterator[None]:
+    """Embed ``texts`` now (outside any transaction); writes inside reuse the vectors.
+
+    With ``background`` nothing is embedded (the writes inside queue jobs).
+    """
+    if background:
+        yield
+        return
     unique = list(dict.fromkeys(texts))
     vectors = embed_documents(embedder, db, unique)
     ready = dict(_prepared.get() or {})

@@ -399,7 +399,11 @@ def _store(
     """
     texts = [t for c, k, v in facts for t in fact_texts(engine, c, k, v)]
     texts += [t for content, _ in notes for t in chunk_text(content, engine.chunk_spec)]
-    with pre_embedded(engine.embedder, engine.db, texts), engine.db.atomic():
+    background = engine.indexing == "background"
+    with (
+        pre_embedded(engine.embedder, engine.db, texts, background=background),
+        engine.db.atomic(),
+    ):
         stored_facts = tuple(
             engine.set_fact(user_id, category, key, value, source="agent")
             for category, key, value in facts

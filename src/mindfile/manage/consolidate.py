@@ -48,7 +48,7 @@ from mindfile.manage.quota import SCOPE_SESSIONS, check_scope
 from mindfile.manage.types import ConsolidationRecord, ConsolidationReport
 from mindfile.memory._write import embed_texts
 from mindfile.memory.summarizer import Condenser, extractive_condenser
-from mindfile.storage import log
+from mindfile.storage.chunks import ChunkRow, chunk_id_for, find_chunk, insert_chunk
 from mindfile.storage.db import Database
 from mindfile.types import MemoryRecord
 
@@ -118,14 +118,6 @@ WHERE c.id IN (SELECT chunk_rowid FROM event_chunks
                WHERE session_id = ?1 AND sequence BETWEEN ?2 AND ?3)
   AND coalesce(json_extract(c.metadata_json, '$.kind'), '') <> 'summary'
 ORDER BY c.id
-"""
-
-INSERT_SUMMARY_CHUNK = """
-INSERT INTO chunks (chunk_id, session_id, chunk_text, content_hash, sequence_start,
-                    sequence_end, metadata_json, created_at, importance, expires_at,
-                    consolidated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-RETURNING id
 """
 
 LINK_SPAN = """
@@ -451,20 +443,17 @@ def _write_summary(
     )
     sources = json.dumps([{"sequence": r.sequence} for r in span])
     made = 0
-    for text, vector in zip(texts, vectors, strict=True):
+    rows = [None] * len(texts) if vectors is None else list(vectors)
+    for text, vector in zip(texts, rows, strict=True):
         digest = content_hash(f"summary\x00{first}\x00{last}\x00{text}")
-        if db.scalar(log.FIND_CHUNK, (session_id, digest)) is not None:
+        if find_chunk(db, session_id, digest) is not None:
             continue
-        chunk_id = log.chunk_id_for(session_id, digest)
-        rowid = db.scalar(
-            INSERT_SUMMARY_CHUNK,
-            (chunk_id, session_id, text, digest, first, last, meta, now, importance, expires, now),
+        row = ChunkRow(
+            session_id, text, digest, meta, first, last, importance, expires, consolidated_at=now
         )
-        db.execute(
-            log.INSERT_VECTOR,
-            (rowid, np.asarray(vector, dtype="<f4").tobytes(), engine.embedder.model_id),
-        )
+        rowid = insert_chunk(db, row, vector, engine.embedder.model_id, now)
         db.execute(LINK_SPAN, (session_id, sequences, rowid))
+        chunk_id = chunk_id_for(session_id, digest)
         db.execute(INSERT_RECORD, ("summary", session_id, chunk_id, first, last, sources, now))
         made += 1
     ids = [int(r[0]) for r in originals]

@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from mindfile.embed.base import Vectors, to_blob
+from mindfile.embed.base import Vectors
 from mindfile.errors import InvalidInputError
 from mindfile.index.chunking import content_hash
-from mindfile.index.embedding import embed_documents
+from mindfile.index.embedding import prepare_vectors
 from mindfile.index.pipeline import PreparedChunk
 from mindfile.storage import log
+from mindfile.storage.chunks import ChunkRow, find_chunk, insert_chunk
 from mindfile.storage.db import Database
 
 if TYPE_CHECKING:
@@ -30,14 +31,6 @@ __all__ = [
     "touch_session",
 ]
 
-# Explicit columns: items indexed here carry no neighbouring-event context.
-INSERT_CHUNK = """
-INSERT INTO chunks (chunk_id, session_id, chunk_text, content_hash, sequence_start,
-                    sequence_end, metadata_json, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-RETURNING id
-"""
-
 
 def check_text(value: str, what: str) -> str:
     """``value`` if it is valid unicode (SQLite stores UTF-8; lone surrogates cannot)."""
@@ -48,9 +41,12 @@ def check_text(value: str, what: str) -> str:
     return value
 
 
-def embed_texts(engine: Mindfile, texts: Sequence[str]) -> Vectors:
-    """Document vectors for ``texts`` (validated), or :class:`EmbeddingError`."""
-    return embed_documents(engine.embedder, engine.db, texts)
+def embed_texts(engine: Mindfile, texts: Sequence[str]) -> Vectors | None:
+    """Document vectors for ``texts`` (validated) or :class:`EmbeddingError`; None when
+    the store indexes in the background (the commit stage then queues jobs)."""
+    return prepare_vectors(
+        engine.embedder, engine.db, texts, background=engine.indexing == "background"
+    )
 
 
 def next_sequence(db: Database, session_id: str) -> int:
@@ -90,30 +86,22 @@ def insert_chunks(
     db: Database,
     session_id: str,
     chunks: Sequence[PreparedChunk],
-    vectors: Vectors,
+    vectors: Vectors | None,
     model_id: str,
     sequence: int,
     now: str,
 ) -> int:
-    """Insert chunks and their vectors with no backing event; returns rows added."""
+    """Insert chunks with no backing event (and their vectors, or their jobs when
+    ``vectors`` is None); returns rows added. They carry no neighbouring-event context."""
     added = 0
-    for chunk, vector in zip(chunks, vectors, strict=True):
-        if db.scalar(log.FIND_CHUNK, (session_id, chunk.content_hash)) is not None:
+    rows = [None] * len(chunks) if vectors is None else list(vectors)
+    for chunk, vector in zip(chunks, rows, strict=True):
+        if find_chunk(db, session_id, chunk.content_hash) is not None:
             continue  # the same text twice within one item
-        rowid = db.scalar(
-            INSERT_CHUNK,
-            (
-                log.chunk_id_for(session_id, chunk.content_hash),
-                session_id,
-                chunk.text,
-                chunk.content_hash,
-                sequence,
-                sequence,
-                chunk.metadata_json,
-                now,
-            ),
+        row = ChunkRow(
+            session_id, chunk.text, chunk.content_hash, chunk.metadata_json, sequence, sequence
         )
-        db.execute(log.INSERT_VECTOR, (rowid, to_blob(vector), model_id))
+        insert_chunk(db, row, vector, model_id, now)
         added += 1
     log.raise_high_water(db, session_id, sequence, now)
     return added

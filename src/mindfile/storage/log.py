@@ -11,18 +11,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import blake3
 import numpy as np
 import numpy.typing as npt
 
 from mindfile.errors import ConflictError, ScopeError
 from mindfile.index.pipeline import PreparedEvent
 from mindfile.storage import changes
+from mindfile.storage.chunks import ChunkRow, insert_chunk
 from mindfile.storage.db import Database
 from mindfile.types import MemoryRecord, SessionInfo
 
 __all__ = [
-    "chunk_id_for",
     "delete_session",
     "high_water",
     "list_sessions",
@@ -92,8 +91,6 @@ ON CONFLICT (session_id) DO UPDATE SET
     updated_at = ?3
 """
 
-FIND_CHUNK = "SELECT id FROM chunks WHERE session_id = ? AND content_hash = ?"
-
 FIND_CHUNKS = """
 SELECT content_hash, id FROM chunks
 WHERE session_id = ? AND content_hash IN (SELECT value FROM json_each(?))
@@ -110,14 +107,6 @@ UPDATE chunks SET
 WHERE id = ?4
 """
 
-INSERT_CHUNK = """
-INSERT INTO chunks (chunk_id, session_id, chunk_text, content_hash, sequence_start,
-                    sequence_end, metadata_json, created_at, context_before,
-                    context_after, importance, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-RETURNING id
-"""
-
 #: How much of a neighbouring event's text a chunk carries as FTS context.
 CONTEXT_CHARS = 400
 
@@ -129,16 +118,6 @@ ORDER BY id DESC LIMIT 1
 SET_CONTEXT_AFTER = """
 UPDATE chunks SET context_after = ?
 WHERE session_id = ? AND sequence_end = ? AND context_after = ''
-"""
-
-INSERT_VECTOR = """
-INSERT INTO chunks_vec (chunk_rowid, embedding_blob, embedding_model) VALUES (?, ?, ?)
-"""
-
-# Background indexing (docs/background-indexing.md): a job embeds the chunk later.
-ENQUEUE_JOB = """
-INSERT INTO memory_jobs (chunk_rowid, status, next_retry_at, created_at, updated_at)
-VALUES (?1, 'pending', ?2, ?2, ?2)
 """
 
 LIST_SESSIONS = """
@@ -217,12 +196,6 @@ def session_scope(db: Database, session_id: str) -> tuple[str | None, str | None
     """``(user_id, channel)`` of a session, or None when it does not exist."""
     row = db.query_one("SELECT user_id, channel FROM sessions WHERE session_id = ?", (session_id,))
     return None if row is None else (row[0], row[1])
-
-
-def chunk_id_for(session_id: str, chunk_hash: str) -> str:
-    """Chunk ids are deterministic: one chunk per (session, content)."""
-    digest = blake3.blake3(f"{session_id}\x00{chunk_hash}".encode()).hexdigest(length=12)
-    return f"ch_{digest}"
 
 
 def high_water(db: Database, session_id: str) -> int | None:
@@ -362,32 +335,19 @@ def write_events(
                     EXTEND_CHUNK, (event.sequence, event.importance, event.expires_at, existing)
                 )
                 continue
-            rowid = int(
-                db.scalar(
-                    INSERT_CHUNK,
-                    (
-                        chunk_id_for(sid, chunk.content_hash),
-                        sid,
-                        chunk.text,
-                        chunk.content_hash,
-                        event.sequence,
-                        event.sequence,
-                        chunk.metadata_json,
-                        now,
-                        before,
-                        after[i],
-                        event.importance,
-                        event.expires_at,
-                    ),
-                )
+            new = ChunkRow(
+                sid,
+                chunk.text,
+                chunk.content_hash,
+                chunk.metadata_json,
+                event.sequence,
+                event.sequence,
+                event.importance,
+                event.expires_at,
+                before,
+                after[i],
             )
-            known[(sid, chunk.content_hash)] = rowid
-            if vector is None:
-                db.execute(ENQUEUE_JOB, (rowid, now))
-            else:
-                db.execute(
-                    INSERT_VECTOR, (rowid, np.asarray(vector, dtype="<f4").tobytes(), model_id)
-                )
+            known[(sid, chunk.content_hash)] = insert_chunk(db, new, vector, model_id, now)
             added += 1
         cur.last = cur.newest = event.sequence
         cur.first = False

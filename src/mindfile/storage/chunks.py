@@ -1,0 +1,124 @@
+"""The commit stage of the indexing pipeline: the one place a chunk row is written.
+
+Every writer (``store``/``store_many``, notes, facts, consolidation summaries, LLM
+extraction through notes and facts) prepares its chunks and vectors outside any
+transaction (:mod:`mindfile.index.pipeline`, :func:`mindfile.index.embedding.
+prepare_vectors`), then, inside one short write transaction, calls
+:func:`insert_chunk` for each new chunk. It writes the chunk row (the FTS5 row follows
+by trigger, in the same transaction) and either the chunk's vector or, when the vector
+is not there yet (``indexing="background"``), a job that embeds it later
+(:mod:`mindfile.jobs`, whose :func:`~mindfile.jobs.queue.complete` is the deferred half
+of this stage). See docs/architecture.md, "Write path".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import blake3
+import numpy as np
+import numpy.typing as npt
+
+from mindfile.storage.db import Database
+
+__all__ = [
+    "INSERT_VECTOR",
+    "ChunkRow",
+    "chunk_id_for",
+    "find_chunk",
+    "insert_chunk",
+    "vector_blob",
+]
+
+INSERT_CHUNK = """
+INSERT INTO chunks (chunk_id, session_id, chunk_text, content_hash, sequence_start,
+                    sequence_end, metadata_json, created_at, context_before,
+                    context_after, importance, expires_at, consolidated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+RETURNING id
+"""
+
+INSERT_VECTOR = """
+INSERT INTO chunks_vec (chunk_rowid, embedding_blob, embedding_model) VALUES (?, ?, ?)
+"""
+
+# Background indexing (docs/background-indexing.md): a job embeds the chunk later.
+ENQUEUE_JOB = """
+INSERT INTO memory_jobs (chunk_rowid, status, next_retry_at, created_at, updated_at)
+VALUES (?1, 'pending', ?2, ?2, ?2)
+"""
+
+FIND_CHUNK = "SELECT id FROM chunks WHERE session_id = ? AND content_hash = ?"
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRow:
+    """Everything a chunk row holds besides its id and creation time."""
+
+    session_id: str
+    text: str
+    content_hash: str
+    metadata_json: str
+    sequence_start: int
+    sequence_end: int
+    importance: float = 0.5
+    expires_at: str | None = None
+    context_before: str = ""
+    context_after: str = ""
+    consolidated_at: str | None = None
+
+
+def chunk_id_for(session_id: str, chunk_hash: str) -> str:
+    """Chunk ids are deterministic: one chunk per (session, content)."""
+    digest = blake3.blake3(f"{session_id}\x00{chunk_hash}".encode()).hexdigest(length=12)
+    return f"ch_{digest}"
+
+
+def vector_blob(vector: npt.NDArray[np.floating]) -> bytes:
+    """A vector as stored: little-endian float32."""
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def find_chunk(db: Database, session_id: str, content_hash: str) -> int | None:
+    """The rowid of the session's chunk with this content hash (dedup), or None."""
+    found = db.scalar(FIND_CHUNK, (session_id, content_hash))
+    return None if found is None else int(found)
+
+
+def insert_chunk(
+    db: Database,
+    row: ChunkRow,
+    vector: npt.NDArray[np.floating] | None,
+    model_id: str,
+    now: str,
+) -> int:
+    """Write one chunk and its vector (or its embedding job); returns the chunk rowid.
+
+    Must run inside the caller's ``db.atomic()``; the caller has de-duplicated the chunk
+    (:func:`find_chunk`). ``vector=None`` queues a ``memory_jobs`` row instead.
+    """
+    rowid = int(
+        db.scalar(
+            INSERT_CHUNK,
+            (
+                chunk_id_for(row.session_id, row.content_hash),
+                row.session_id,
+                row.text,
+                row.content_hash,
+                row.sequence_start,
+                row.sequence_end,
+                row.metadata_json,
+                now,
+                row.context_before,
+                row.context_after,
+                row.importance,
+                row.expires_at,
+                row.consolidated_at,
+            ),
+        )
+    )
+    if vector is None:
+        db.execute(ENQUEUE_JOB, (rowid, now))
+    else:
+        db.execute(INSERT_VECTOR, (rowid, vector_blob(vector), model_id))
+    return rowid
