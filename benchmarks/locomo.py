@@ -51,9 +51,15 @@ def turn_text(turn: dict[str, Any], date: str, *, date_in_text: bool) -> str:
 
 
 def load_conversation(
-    mem: mindfile.Mindfile, conv: dict[str, Any], *, date_in_text: bool, long: int = 0
+    mem: mindfile.Mindfile,
+    conv: dict[str, Any],
+    *,
+    date_in_text: bool,
+    long: int = 0,
+    session_prefix: str = "",
 ) -> int:
-    """Store every turn; returns the number of turns.
+    """Store every turn (in sessions ``{session_prefix}session_N``); returns the number of
+    turns.
 
     With ``long`` > 0, consecutive turns of a session are merged into messages of at
     least ``long`` characters (realistic assistant chat averages ~1,000), each message
@@ -73,15 +79,17 @@ def load_conversation(
             text = turn_text(turn, date, date_in_text=date_in_text)
             if not long:
                 meta = {"dia_id": turn["dia_id"], "speaker": turn["speaker"], "date": date}
-                events.append((f"session_{n}", seq, text, meta))
+                events.append((f"{session_prefix}session_{n}", seq, text, meta))
                 continue
             parts.append(text)
             ids.append(turn["dia_id"])
             if sum(len(p) for p in parts) >= long:
-                events.append((f"session_{n}", len(events) + 1, "\n".join(parts), {"dia_ids": ids}))
+                sid = f"{session_prefix}session_{n}"
+                events.append((sid, len(events) + 1, "\n".join(parts), {"dia_ids": ids}))
                 parts, ids = [], []
         if parts:
-            events.append((f"session_{n}", len(events) + 1, "\n".join(parts), {"dia_ids": ids}))
+            sid = f"{session_prefix}session_{n}"
+            events.append((sid, len(events) + 1, "\n".join(parts), {"dia_ids": ids}))
         n += 1
     mem.store_many(events)
     return turns

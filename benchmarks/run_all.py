@@ -51,6 +51,7 @@ BENCHES = (
     Bench("durability", "durability.py", (), ("--quick",)),
     Bench("write_lock", "write_lock.py", (), ("--quick",)),
     Bench("purge", "purge.py", ("--sizes", "20000,100000"), ("--quick",)),
+    Bench("embedding_cache", "embedding_cache.py", (), ("--quick",)),
 )
 
 

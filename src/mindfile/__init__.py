@@ -46,6 +46,7 @@ from mindfile.memory import (
 )
 from mindfile.retrieve.search import SearchResults
 from mindfile.types import (
+    EmbeddingCacheStats,
     MemoryHybridQueryRequest,
     MemoryHybridQueryResult,
     MemoryRecord,
@@ -69,6 +70,7 @@ __all__ = [
     "ContextItem",
     "DecayPolicy",
     "Embedder",
+    "EmbeddingCacheStats",
     "EmbeddingError",
     "Fact",
     "FactVersion",

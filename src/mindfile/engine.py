@@ -18,6 +18,7 @@ from mindfile._api.manage import ManageAPI
 from mindfile._api.memory import AgentMemoryAPI
 from mindfile.embed import Embedder, embedder_for_model_id, fusion_weights, resolve_embedder
 from mindfile.errors import ConfigError, InvalidInputError, MindfileError, ScopeError
+from mindfile.index.cache import EmbeddingCache
 from mindfile.index.chunking import ChunkSpec
 from mindfile.index.embedding import prepare_vectors
 from mindfile.index.pipeline import PreparedEvent, check_id, prepare_event
@@ -35,6 +36,7 @@ from mindfile.storage.db import Database, utcnow
 from mindfile.storage.migrations import apply_migrations, check_migrations
 from mindfile.tokens import TokenCounter, estimate_tokens, message_tokens
 from mindfile.types import (
+    EmbeddingCacheStats,
     FusionMode,
     MemoryHybridQueryRequest,
     MemoryRecord,
@@ -67,6 +69,8 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
     lexical_index: Literal["memory", "fts5"] = "memory",
     durability: Literal["normal", "full"] = "normal",
     read_only: bool = False,
+    embedding_cache: bool | None = None,
+    embedding_cache_max_entries: int | None = None,
 ) -> Mindfile:
     """Open (creating if needed) a memory store.
 
@@ -88,6 +92,9 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
     ``read_only=True`` opens an existing store for reading only: nothing is created or
     changed on disk (a missing file is a :class:`~mindfile.errors.NotFoundError`, every
     write a :class:`~mindfile.errors.ReadOnlyError`); it works on read-only media too.
+    ``embedding_cache`` consults stored vectors by (model, text) before calling the
+    embedder: ``None`` (default) = on for remote embedders, off for local ones;
+    ``embedding_cache_max_entries`` bounds it with LRU eviction (docs/embedding-cache.md).
     """
     if not isinstance(path, str | PathLike):
         raise ConfigError(f"path must be a str or a path, not {type(path).__name__}")
@@ -106,6 +113,8 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
         lexical_index=lexical_index,
         durability=durability,
         read_only=read_only,
+        embedding_cache=embedding_cache,
+        embedding_cache_max_entries=embedding_cache_max_entries,
     )
 
 
@@ -132,7 +141,11 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         lexical_index: Literal["memory", "fts5"] = "memory",
         durability: Literal["normal", "full"] = "normal",
         read_only: bool = False,
+        embedding_cache: bool | None = None,
+        embedding_cache_max_entries: int | None = None,
     ) -> None:
+        if embedding_cache is not None and not isinstance(embedding_cache, bool):
+            raise ConfigError("embedding_cache must be True, False or None")
         if not isinstance(read_only, bool):
             raise ConfigError("read_only must be True or False")
         read_only = read_only or _read_only_uri(str(path))
@@ -162,6 +175,13 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             self.embedder = self._bind_embedder(embedder)
             self.index: VectorIndex = make_index(vector_index, self.db, self.embedder.dimensions)
             self.lexical = Bm25Index(self.db) if lexical_index == "memory" else None
+            local = getattr(self.embedder, "local", False) is True
+            self.embedding_cache = EmbeddingCache(
+                self.db,
+                enabled=(not local if embedding_cache is None else embedding_cache)
+                and not read_only,
+                max_entries=embedding_cache_max_entries,
+            )
         except BaseException:
             self.db.close()
             raise
@@ -335,6 +355,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             self.db,
             [c.text for e in events for c in e.chunks],
             background=self.indexing == "background",
+            cache=self.embedding_cache,
         )
         now = utcnow()
         with self.db.atomic():
@@ -392,7 +413,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         Sessions of the user (and ``memory:{user}`` / ``facts:{user}``) with their
         events, chunks, vectors, notes, scratchpads and summaries; facts and their
         history; schedules and their runs; logged LLM failures; the user's quota
-        settings. Then FTS5 segments are merged and the WAL truncated (docs/privacy.md).
+        settings. Then FTS5 segments are merged, cached vectors of texts no longer stored
+        dropped (``cached_vectors``) and the WAL truncated (docs/privacy.md).
         Returns how many rows of each kind were deleted.
         """
         check_id(user_id, "user_id")
@@ -401,7 +423,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             counts = erase.erase_user(self.db, user_id)
         for session_id in sessions:
             self.working_memory.invalidate(session_id)
-        self.purge()
+        counts["cached_vectors"] = erase.purge(self.db)
         return counts
 
     def purge(self) -> None:
@@ -413,6 +435,17 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         (benchmarks/README.md).
         """
         erase.purge(self.db)
+
+    def embedding_cache_stats(self) -> EmbeddingCacheStats:
+        """The embedding cache: entries and bytes by model, this process's hit rate."""
+        return self.embedding_cache.stats()
+
+    def prune_embedding_cache(
+        self, *, older_than: timedelta | float | None = None, everything: bool = False
+    ) -> int:
+        """Drop cached vectors of texts no longer stored, those unused for
+        ``older_than`` (seconds or a timedelta), or ``everything``; returns how many."""
+        return self.embedding_cache.prune(older_than=older_than, everything=everything)
 
     def list_sessions(
         self, *, user_id: str | None = None, channel: str | None = None

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 __all__ = [
+    "EmbeddingCacheStats",
     "FusionMode",
     "MemoryHybridQueryRequest",
     "MemoryHybridQueryResult",
@@ -105,6 +106,34 @@ class MemoryHybridQueryRequest(_ToDict):
 
 #: The seed's name for a hybrid hit.
 MemoryHybridQueryResult = SearchHit
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingCacheStats(_ToDict):
+    """What :meth:`mindfile.Mindfile.embedding_cache_stats` reports.
+
+    ``entries``/``bytes``/``models`` describe the table (every model in it);
+    ``hits``/``misses`` count texts looked up by this process since the store was opened
+    (``hit_rate`` = hits / (hits + misses), None before any lookup).
+    """
+
+    enabled: bool
+    entries: int
+    bytes: int
+    models: dict[str, int]
+    hits: int
+    misses: int
+    max_entries: int | None
+    oldest_used_at: str | None
+
+    @property
+    def hit_rate(self) -> float | None:
+        looked = self.hits + self.misses
+        return None if looked == 0 else self.hits / looked
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields plus ``hit_rate``."""
+        return {**asdict(self), "hit_rate": self.hit_rate}
 
 
 @dataclass(frozen=True, slots=True)

@@ -226,7 +226,11 @@ def test_update_is_atomic_when_the_write_fails_after_the_delete(
 
 def test_update_detects_a_concurrent_change(db_path: Path) -> None:
     embedder = FlakyEmbedder()
-    with mindfile.open(db_path, embedder=embedder) as mem, mindfile.open(db_path) as other:
+    # No cache: the unchanged text must really be embedded again for the hook to run.
+    with (
+        mindfile.open(db_path, embedder=embedder, embedding_cache=False) as mem,
+        mindfile.open(db_path) as other,
+    ):
         mem.store_note(NS, "n", "version one")
         # While this update embeds (outside its transaction), another connection
         # replaces the note; the update must not silently overwrite that change.

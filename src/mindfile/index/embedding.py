@@ -29,6 +29,7 @@ import numpy as np
 
 from mindfile.embed.base import Embedder, Vectors, check_vectors
 from mindfile.errors import EmbeddingError, MindfileError, StorageError
+from mindfile.index.cache import EmbeddingCache
 from mindfile.storage.db import Database
 
 __all__ = [
@@ -77,28 +78,47 @@ def embed_documents(embedder: Embedder, db: Database, texts: Sequence[str]) -> V
 
 
 def prepare_vectors(
-    embedder: Embedder, db: Database, texts: Sequence[str], *, background: bool = False
+    embedder: Embedder,
+    db: Database,
+    texts: Sequence[str],
+    *,
+    background: bool = False,
+    cache: EmbeddingCache | None = None,
 ) -> Vectors | None:
     """The prepare stage's vectors: one row per text, or None with ``background``.
 
     Every chunk-writing feature gets its vectors here, before its write transaction.
     Repeated texts are embedded once. With ``background`` (a store opened with
     ``indexing="background"``) nothing is embedded: the commit stage queues a job per
-    new chunk instead (:func:`mindfile.storage.chunks.insert_chunk`).
+    new chunk instead (:func:`mindfile.storage.chunks.insert_chunk`). With an enabled
+    ``cache`` (:mod:`mindfile.index.cache`) only texts it does not hold are embedded.
     """
     if background:
         return None
     unique = list(dict.fromkeys(texts))
-    vectors = embed_documents(embedder, db, unique)
+    vectors = _embed_distinct(embedder, db, unique, cache)
     if len(unique) == len(texts):
         return vectors
     position = {text: i for i, text in enumerate(unique)}
     return vectors[[position[t] for t in texts]]
 
 
+def _embed_distinct(
+    embedder: Embedder, db: Database, texts: Sequence[str], cache: EmbeddingCache | None
+) -> Vectors:
+    if cache is not None and cache.enabled and texts:
+        return cache.vectors(embedder, texts, lambda ts: embed_documents(embedder, db, ts))
+    return embed_documents(embedder, db, texts)
+
+
 @contextlib.contextmanager
 def pre_embedded(
-    embedder: Embedder, db: Database, texts: Sequence[str], *, background: bool = False
+    embedder: Embedder,
+    db: Database,
+    texts: Sequence[str],
+    *,
+    background: bool = False,
+    cache: EmbeddingCache | None = None,
 ) -> Iterator[None]:
     """Embed ``texts`` now (outside any transaction); writes inside reuse the vectors.
 
@@ -108,7 +128,7 @@ def pre_embedded(
         yield
         return
     unique = list(dict.fromkeys(texts))
-    vectors = embed_documents(embedder, db, unique)
+    vectors = _embed_distinct(embedder, db, unique, cache)
     ready = dict(_prepared.get() or {})
     ready.update(zip(unique, vectors, strict=True))
     token = _prepared.set(ready)

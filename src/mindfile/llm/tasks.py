@@ -401,7 +401,13 @@ def _store(
     texts += [t for content, _ in notes for t in chunk_text(content, engine.chunk_spec)]
     background = engine.indexing == "background"
     with (
-        pre_embedded(engine.embedder, engine.db, texts, background=background),
+        pre_embedded(
+            engine.embedder,
+            engine.db,
+            texts,
+            background=background,
+            cache=engine.embedding_cache,
+        ),
         engine.db.atomic(),
     ):
         stored_facts = tuple(

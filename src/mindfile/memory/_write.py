@@ -45,7 +45,11 @@ def embed_texts(engine: Mindfile, texts: Sequence[str]) -> Vectors | None:
     """Document vectors for ``texts`` (validated) or :class:`EmbeddingError`; None when
     the store indexes in the background (the commit stage then queues jobs)."""
     return prepare_vectors(
-        engine.embedder, engine.db, texts, background=engine.indexing == "background"
+        engine.embedder,
+        engine.db,
+        texts,
+        background=engine.indexing == "background",
+        cache=engine.embedding_cache,
     )
 
 

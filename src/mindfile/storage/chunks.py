@@ -19,6 +19,7 @@ import blake3
 import numpy as np
 import numpy.typing as npt
 
+from mindfile.index.chunking import content_hash as text_hash
 from mindfile.storage.db import Database
 
 __all__ = [
@@ -33,8 +34,8 @@ __all__ = [
 INSERT_CHUNK = """
 INSERT INTO chunks (chunk_id, session_id, chunk_text, content_hash, sequence_start,
                     sequence_end, metadata_json, created_at, context_before,
-                    context_after, importance, expires_at, consolidated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    context_after, importance, expires_at, consolidated_at, text_hash)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING id
 """
 
@@ -114,6 +115,7 @@ def insert_chunk(
                 row.importance,
                 row.expires_at,
                 row.consolidated_at,
+                text_hash(row.text),
             ),
         )
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 
+from mindfile.storage import embedding_cache
 from mindfile.storage.db import Database
 
 __all__ = ["erase_facts_scope", "erase_user", "purge", "purge_pending"]
@@ -92,15 +93,20 @@ def purge_pending(db: Database) -> bool:
     return db.scalar("SELECT 1 FROM store_meta WHERE key = 'purge_pending'") is not None
 
 
-def purge(db: Database) -> None:
-    """Merge FTS5 segments (dropping deleted rows' terms) and truncate the WAL.
+def purge(db: Database) -> int:
+    """Merge FTS5 segments (dropping deleted rows' terms), drop cached vectors of texts
+    no longer stored, and truncate the WAL.
 
-    Must run outside a transaction (the checkpoint cannot run inside one).
+    Must run outside a transaction (the checkpoint cannot run inside one). Returns how
+    many cached vectors were dropped.
     """
     with db.atomic():
         db.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('optimize')")
+        # Cached vectors of texts no chunk holds any more (mindfile.index.cache).
+        dropped = embedding_cache.prune(db)
         db.execute("DELETE FROM store_meta WHERE key = 'purge_pending'")
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return dropped
 
 
 def _json(values: list[str]) -> str:
