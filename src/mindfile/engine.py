@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import urllib.parse
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from os import PathLike
 from pathlib import Path
@@ -22,6 +22,8 @@ from mindfile.index.cache import EmbeddingCache
 from mindfile.index.chunking import ChunkSpec
 from mindfile.index.embedding import prepare_vectors
 from mindfile.index.pipeline import PreparedEvent, check_id, prepare_event
+from mindfile.index.reembed import ReembedReport
+from mindfile.index.reembed import reembed as _reembed
 from mindfile.manage import quota as _quota
 from mindfile.manage.importance import expires_at as _expires_at
 from mindfile.retrieve.lexical import Bm25Index
@@ -173,15 +175,12 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             migrate = check_migrations if read_only else apply_migrations
             self.schema_version = migrate(self.db)
             self.embedder = self._bind_embedder(embedder)
+            self._vector_index_kind = vector_index
             self.index: VectorIndex = make_index(vector_index, self.db, self.embedder.dimensions)
             self.lexical = Bm25Index(self.db) if lexical_index == "memory" else None
-            local = getattr(self.embedder, "local", False) is True
-            self.embedding_cache = EmbeddingCache(
-                self.db,
-                enabled=(not local if embedding_cache is None else embedding_cache)
-                and not read_only,
-                max_entries=embedding_cache_max_entries,
-            )
+            self._cache_choice = embedding_cache
+            self.embedding_cache = self._make_cache(embedding_cache_max_entries)
+            self._model_version = self.db.data_version()
         except BaseException:
             self.db.close()
             raise
@@ -225,10 +224,64 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             raise ConfigError(
                 f"this store's vectors were made with {model_id!r} ({dims} dims), not "
                 f"{embedder.model_id!r} ({embedder.dimensions} dims); open it with the same "
-                "embedder (re-embedding is not supported yet)",
+                "embedder, or move the store to the new one with Mindfile.reembed() "
+                "(CLI: mindfile reembed --embedder SPEC)",
                 embedding_model=model_id,
             )
         return embedder
+
+    def _make_cache(self, max_entries: int | None) -> EmbeddingCache:
+        local = getattr(self.embedder, "local", False) is True
+        choice = self._cache_choice
+        enabled = (not local if choice is None else choice) and not self.read_only
+        return EmbeddingCache(self.db, enabled=enabled, max_entries=max_entries)
+
+    def _switch_embedder(self, embedder: Embedder) -> None:
+        """Switch this engine to ``embedder`` after the store's model was changed to it
+        (:meth:`reembed` does this); rebuilds the vector index for its dimensions."""
+        if self.db.scalar("SELECT value FROM store_meta WHERE key = 'embedding_model'") != (
+            embedder.model_id
+        ):
+            raise ConfigError("the store's model is not this embedder's; use reembed()")
+        old = self.index
+        self.embedder = embedder
+        self.index = make_index(self._vector_index_kind, self.db, embedder.dimensions)
+        self.embedding_cache = self._make_cache(self.embedding_cache.max_entries)
+        self._model_version = self.db.data_version()
+        old.close()
+
+    def check_model(self) -> None:
+        """:class:`ConfigError` when another process re-embedded the store with another
+        model since this engine opened it (its embedder would mix two vector spaces).
+
+        Costs one ``PRAGMA data_version`` unless another connection committed."""
+        version = self.db.data_version()
+        if version == self._model_version:
+            return
+        stored = self.db.scalar("SELECT value FROM store_meta WHERE key = 'embedding_model'")
+        if stored is not None and stored != self.embedder.model_id:
+            raise ConfigError(
+                f"this store was re-embedded with {stored!r} by another process; reopen it "
+                f"(this engine still uses {self.embedder.model_id!r})",
+                embedding_model=stored,
+            )
+        self._model_version = version
+
+    def reembed(
+        self,
+        embedder: str | Embedder,
+        *,
+        batch_size: int = 256,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ReembedReport:
+        """Re-embed every chunk with ``embedder`` and make it the store's model.
+
+        Searches keep using the old model until one final transaction switches every
+        vector and the model; resumable after a crash (staged vectors are kept in the
+        embedding cache), one run at a time (``ConflictError``). ``progress(done,
+        total)`` is called after each batch. See docs/embedding-cache.md.
+        """
+        return _reembed(self, embedder, batch_size=batch_size, progress=progress)
 
     def close(self) -> None:
         """Release the database connection and the in-memory index."""
@@ -350,6 +403,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
                 check_id(value, what)
         # Prepare (outside the transaction), then commit: docs/architecture.md "Write
         # path". Background indexing embeds nothing here; the commit queues jobs.
+        self.check_model()
         vectors = prepare_vectors(
             self.embedder,
             self.db,
@@ -539,6 +593,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         ``top_k`` is (``search(q, top_k=5)`` is a prefix of ``search(q, top_k=20)``);
         results beyond the fused candidates score 0 and follow in leg-rank order.
         """
+        self.check_model()
         req = SearchRequest.build(
             query,
             session_id=session_id,

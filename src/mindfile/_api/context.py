@@ -42,6 +42,7 @@ class ContextAPI(Facet):
         0.10*importance``. ``tokens`` never exceeds ``token_budget``; every item says why
         it is there. Reads only.
         """
+        self._mindfile.check_model()
         return _ctx.build_context(
             self._mindfile,
             session_id,

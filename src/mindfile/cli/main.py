@@ -405,7 +405,7 @@ _OPTIONAL_COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("mindfile.cli.schedule", ("schedule",)),
     ("mindfile.cli.memory", ("notes", "scratchpad", "facts", "summary")),
     ("mindfile.cli.jobs", ("jobs",)),
-    ("mindfile.cli.cache", ("cache",)),
+    ("mindfile.cli.cache", ("cache", "reembed")),
 )
 
 

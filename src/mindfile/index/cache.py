@@ -97,6 +97,18 @@ class EmbeddingCache:
             self._misses += len(missing)
         return check_vectors(out, len(texts), dims, model)
 
+    @property
+    def hits(self) -> int:
+        """Texts served from the cache by this object since it was made."""
+        with self._lock:
+            return self._hits
+
+    @property
+    def misses(self) -> int:
+        """Texts this object had to send to the embedder."""
+        with self._lock:
+            return self._misses
+
     def stats(self) -> EmbeddingCacheStats:
         """Table size by model, and this process's hits and misses."""
         rows = sql.summary(self.db)

@@ -44,6 +44,7 @@ def check_text(value: str, what: str) -> str:
 def embed_texts(engine: Mindfile, texts: Sequence[str]) -> Vectors | None:
     """Document vectors for ``texts`` (validated) or :class:`EmbeddingError`; None when
     the store indexes in the background (the commit stage then queues jobs)."""
+    engine.check_model()
     return prepare_vectors(
         engine.embedder,
         engine.db,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from mindfile.storage.db import Database, Row
 
-__all__ = ["count", "evict_lru", "lookup", "prune", "put", "summary"]
+__all__ = ["count", "drop_model", "evict_lru", "lookup", "prune", "put", "summary"]
 
 LOOKUP = """
 SELECT text_hash, embedding_blob FROM embedding_cache
@@ -96,6 +96,12 @@ def prune(
         db.execute(PRUNE_UNUSED_SINCE, (unused_since,))
         removed += db.changes()
     return removed
+
+
+def drop_model(db: Database, model_id: str) -> int:
+    """Forget every cached vector of ``model_id``; returns how many."""
+    db.execute("DELETE FROM embedding_cache WHERE model_id = ?", (model_id,))
+    return db.changes()
 
 
 def count(db: Database) -> int:
