@@ -9,7 +9,14 @@ spec                      embedder
 ``"static"``              the bundled static model
 ``"model2vec:PATH"``      a model2vec model from a local directory
 ``"hash"`` / ``"hash:N"`` deterministic blake3 vectors, 256 (or N) dims
+``"openai:MODEL[@N]"``    any OpenAI-compatible server (``[openai]``)
+``"ollama:MODEL"``        a local Ollama server (``[ollama]``)
+``"gemini:MODEL[@N]"``    Google's Gemini API (``[gemini]``)
+``"voyage:MODEL[@N]"``    Voyage AI (``[voyage]``)
 ========================  ==============================================
+
+Remote providers (:mod:`mindfile.embed.remote`) read their keys and hosts from the
+environment (docs/embeddings.md); ``@N`` asks for ``N``-dimensional vectors.
 
 Third parties add specs with :func:`register_embedder`.
 """
@@ -57,6 +64,19 @@ register_embedder("hash", _hash)
 register_embedder("static", lambda arg: StaticEmbedder(arg or None))
 register_embedder("default", lambda arg: StaticEmbedder())
 register_embedder("model2vec", lambda arg: StaticEmbedder(arg or None))
+
+
+def _remote(provider: str) -> Callable[[str], Embedder]:
+    def factory(arg: str) -> Embedder:
+        from mindfile.embed.remote import from_spec  # imports httpx only when used
+
+        return from_spec(provider, arg)
+
+    return factory
+
+
+for _provider in ("openai", "ollama", "gemini", "voyage"):
+    register_embedder(_provider, _remote(_provider))
 
 
 def resolve_embedder(spec: str | Embedder | None) -> Embedder:

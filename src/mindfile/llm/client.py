@@ -22,26 +22,30 @@ is ever returned.
 
 from __future__ import annotations
 
-import email.utils
-import importlib
 import json
 import logging
 import math
 import os
-import random
 import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from types import ModuleType, TracebackType
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 import jsonschema
 from jsonschema.protocols import Validator
 
-from mindfile.errors import BackendUnavailableError, ConfigError, InvalidInputError, LLMError
+from mindfile._http import (
+    HttpFailure,
+    JsonPoster,
+    check_api_key,
+    check_base_url,
+)
+from mindfile._http import (
+    excerpt as _excerpt,
+)
+from mindfile.errors import ConfigError, InvalidInputError, LLMError
 
 if TYPE_CHECKING:
     import httpx
@@ -74,10 +78,7 @@ MODEL_ENV = "MINDFILE_LLM_MODEL"
 OPENAI_HOST = "api.openai.com"
 
 #: How much of a raw answer or error body an :class:`LLMError` keeps.
-EXCERPT_CHARS = 2000
-MAX_RETRIES = 10
 _SCHEMA_ERRORS_SHOWN = 5
-_BEARER = re.compile(r"(?i)(bearer\s+)\S+")
 _SCHEMA_NAME = re.compile(r"[^a-zA-Z0-9_-]+")
 
 
@@ -155,30 +156,30 @@ class OpenAICompatibleClient:
         max_backoff: float = 20.0,
         json_mode: JsonMode = "schema",
     ) -> None:
-        hx = _import_httpx()
-        self.base_url = _check_base_url(base_url)
+        self.base_url = check_base_url(base_url)
         if not isinstance(model, str) or not model.strip():
             raise ConfigError("model must be a non-empty string, e.g. 'gpt-4o-mini'")
         self.model = model.strip()
-        self.timeout = _positive(timeout, "timeout")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int):
-            raise ConfigError("max_retries must be an integer")
-        if not 0 <= max_retries <= MAX_RETRIES:
-            raise ConfigError(f"max_retries must be from 0 to {MAX_RETRIES}")
-        self.max_retries = max_retries
-        self.backoff = _positive(backoff, "backoff", allow_zero=True)
-        self.max_backoff = _positive(max_backoff, "max_backoff", allow_zero=True)
         if json_mode not in ("schema", "object", "prompt"):
             raise ConfigError("json_mode must be 'schema', 'object' or 'prompt'")
         self.json_mode: JsonMode = json_mode
         self._api_key = _resolve_api_key(api_key, self.base_url)
         self._endpoint = self.base_url + "/chat/completions"
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        self._http: httpx.Client = hx.Client(
-            timeout=hx.Timeout(self.timeout), headers=headers, follow_redirects=False
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        self._http = JsonPoster(
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            headers=headers,
+            secret=self._api_key,
+            logger=logger,
+            extra="llm",
         )
+        self.timeout = self._http.timeout
+        self.max_retries = self._http.max_retries
+        self.backoff = self._http.backoff
+        self.max_backoff = self._http.max_backoff
 
     @classmethod
     def from_env(cls, **options: Any) -> OpenAICompatibleClient:
@@ -227,47 +228,18 @@ class OpenAICompatibleClient:
     ) -> ChatResponse:
         """One chat completion, retried as described in the module docstring."""
         body = self._body(messages, json_schema, temperature, max_tokens)
-        hx = _import_httpx()
-        attempts = 0
-        while True:
-            attempts += 1
-            retry_after: float | None = None
-            try:
-                response = self._http.post(self._endpoint, content=body)
-            except hx.TimeoutException as exc:
-                failure = self._error(
-                    "timeout", f"no answer within {self.timeout:g} s", attempts, cause=exc
-                )
-            except (hx.NetworkError, hx.RemoteProtocolError) as exc:
-                failure = self._error("connection", "cannot reach the server", attempts, cause=exc)
-            except hx.HTTPError as exc:  # a local protocol or URL problem: not transient
-                raise self._error("transport", "the request failed", attempts, cause=exc) from exc
-            else:
-                if response.is_success:
-                    return self._parse(response, attempts)
-                status = response.status_code
-                failure = self._error(
-                    "http_status",
-                    f"the server answered HTTP {status}",
-                    attempts,
-                    status=status,
-                    body=self._redact(_excerpt(response.text)),
-                )
-                if status != 429 and not 500 <= status <= 599:
-                    raise failure
-                retry_after = _retry_after(response.headers.get("retry-after"))
-            if attempts > self.max_retries:
-                raise failure
-            delay = self._delay(attempts, retry_after)
-            logger.warning(
-                "LLM call to %s failed (%s, attempt %d of %d); retrying in %.2f s",
-                self._endpoint,
-                failure.message,
-                attempts,
-                self.max_retries + 1,
-                delay,
-            )
-            time.sleep(delay)
+        try:
+            response = self._http.post(self._endpoint, body)
+        except HttpFailure as failure:
+            raise LLMError(
+                f"LLM call failed after {failure.attempts} attempt(s): {failure.message}",
+                reason=failure.reason,
+                model=self.model,
+                url=self._endpoint,
+                attempts=failure.attempts,
+                **failure.details,
+            ) from failure
+        return self._parse(response, int(response.extensions["mindfile_attempts"]))
 
     def complete_json(
         self,
@@ -371,16 +343,7 @@ class OpenAICompatibleClient:
         )
 
     def _redact(self, text: str) -> str:
-        if self._api_key:
-            text = text.replace(self._api_key, "***")
-        return _BEARER.sub(r"\1***", text)
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self.max_backoff)
-        # Jitter spreads the retries of many clients hit by the same outage.
-        delay = self.backoff * 2.0 ** (attempt - 1) * random.uniform(1.0, 1.25)
-        return min(delay, self.max_backoff)
+        return self._http.redact(text)
 
 
 # -- the JSON contract ---------------------------------------------------------------------
@@ -451,15 +414,6 @@ def parse_json_reply(response: ChatResponse, *, schema: Mapping[str, Any]) -> di
 # -- helpers -------------------------------------------------------------------------------
 
 
-def _import_httpx() -> ModuleType:
-    try:
-        return importlib.import_module("httpx")
-    except ImportError as exc:
-        raise BackendUnavailableError(
-            "the LLM client needs httpx: pip install 'mindfile[llm]'", package="httpx"
-        ) from exc
-
-
 def _validator(schema: Mapping[str, Any]) -> Validator:
     if not isinstance(schema, Mapping):
         raise InvalidInputError("schema must be a JSON Schema mapping")
@@ -485,39 +439,12 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _check_base_url(base_url: Any) -> str:
-    if not isinstance(base_url, str) or not base_url.strip():
-        raise ConfigError("base_url must be a URL such as http://127.0.0.1:11434/v1")
-    url = base_url.strip().rstrip("/")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError("base_url must be an http:// or https:// URL with a host")
-    if parts.username or parts.password:
-        # Credentials in a URL end up in logs and error messages; use api_key instead.
-        raise ConfigError("base_url must not contain credentials; pass api_key instead")
-    if parts.query or parts.fragment:
-        raise ConfigError("base_url must not have a query string or fragment")
-    return url
-
-
 def _resolve_api_key(api_key: str | None, base_url: str) -> str | None:
     if api_key is None:
         api_key = os.environ.get(API_KEY_ENV)
         if not api_key and urlsplit(base_url).hostname == OPENAI_HOST:
             api_key = os.environ.get("OPENAI_API_KEY")
-    if not isinstance(api_key, str | None):
-        raise ConfigError("api_key must be a string or None")
-    key = (api_key or "").strip()
-    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in key):
-        raise ConfigError("api_key contains whitespace or control characters")
-    return key or None
-
-
-def _positive(value: Any, what: str, *, allow_zero: bool = False) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or value < 0 or (value == 0 and not allow_zero):
-        raise ConfigError(f"{what} must be a {'non-negative' if allow_zero else 'positive'} number")
-    return float(value)
+    return check_api_key(api_key)
 
 
 def _check_messages(messages: Any) -> list[dict[str, Any]]:
@@ -546,27 +473,6 @@ def _content_text(content: Any) -> str | None:
         joined = "".join(t for t in texts if isinstance(t, str))
         return joined or None
     return None
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
-    return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-def _excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
-    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more chars]"
 
 
 def _opt_str(value: Any) -> str | None:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mindfile._http import excerpt as _excerpt
 from mindfile.errors import InvalidInputError, LLMError, MindfileError
 from mindfile.index.chunking import chunk_text, normalize_text
 from mindfile.index.embedding import pre_embedded
@@ -28,7 +29,6 @@ from mindfile.llm.client import (
     ChatClient,
     ChatMessage,
     ChatResponse,
-    _excerpt,
     parse_json_reply,
 )
 from mindfile.llm.failures import record_llm_failure
