@@ -52,6 +52,13 @@ BENCHES = (
     Bench("write_lock", "write_lock.py", (), ("--quick",)),
     Bench("purge", "purge.py", ("--sizes", "20000,100000"), ("--quick",)),
     Bench("embedding_cache", "embedding_cache.py", (), ("--quick",)),
+    Bench("embedders", "embedders.py", (), ("--texts", "64")),
+    Bench(
+        "locomo_onnx",
+        "locomo.py",
+        ("--embedder", "onnx:minilm"),
+        ("--embedder", "onnx:minilm", "--limit", "2"),
+    ),
 )
 
 

@@ -24,6 +24,7 @@ FACTORIES: dict[str, Callable[[], mindfile.Embedder]] = {
     "hash": lambda: mindfile.HashEmbedder(),
     "hash-64": lambda: mindfile.HashEmbedder(64),
     "static": lambda: mindfile.StaticEmbedder(),
+    "onnx-minilm": lambda: resolve_embedder("onnx:minilm"),  # the [onnx] extra (in [dev])
 }
 
 

@@ -13,6 +13,7 @@ spec                      embedder
 ``"ollama:MODEL"``        a local Ollama server (``[ollama]``)
 ``"gemini:MODEL[@N]"``    Google's Gemini API (``[gemini]``)
 ``"voyage:MODEL[@N]"``    Voyage AI (``[voyage]``)
+``"onnx:minilm"``         all-MiniLM-L6-v2 int8 in ONNX Runtime, offline (``[onnx]``)
 ========================  ==============================================
 
 Remote providers (:mod:`mindfile.embed.remote`) read their keys and hosts from the
@@ -79,6 +80,17 @@ for _provider in ("openai", "ollama", "gemini", "voyage"):
     register_embedder(_provider, _remote(_provider))
 
 
+def _onnx(arg: str) -> Embedder:
+    if arg not in ("", "minilm"):
+        raise ConfigError(f"unknown ONNX model {arg!r} (known: onnx:minilm)")
+    from mindfile.embed.onnx import OnnxMiniLMEmbedder  # imports onnxruntime when used
+
+    return OnnxMiniLMEmbedder()
+
+
+register_embedder("onnx", _onnx)
+
+
 def resolve_embedder(spec: str | Embedder | None) -> Embedder:
     """An embedder from a spec string, an embedder instance, or ``None`` (the default)."""
     if spec is None:
@@ -119,4 +131,6 @@ def embedder_for_model_id(model_id: str) -> Embedder | None:
         return StaticEmbedder()
     if model_id.startswith("hash-blake3-"):
         return HashEmbedder(int(model_id.rsplit("-", 1)[1]))
+    if model_id == "onnx/all-minilm-l6-v2-int8@384":
+        return _onnx("minilm")
     return None
