@@ -7,6 +7,7 @@
 ['I moved to Lisbon in May.']
 """
 
+from mindfile.aio import AsyncMindfile, aopen
 from mindfile.context import CacheStats, Context, ContextConfig, ContextItem, RerankWeights
 from mindfile.embed import Embedder, HashEmbedder, StaticEmbedder, register_embedder
 from mindfile.engine import Mindfile, open
@@ -59,6 +60,7 @@ from mindfile.types import (
 __version__ = "0.2.0"
 
 __all__ = [
+    "AsyncMindfile",
     "BackendUnavailableError",
     "CacheStats",
     "ConfigError",
@@ -106,6 +108,7 @@ __all__ = [
     "SummaryWriteOutcome",
     "SweepResult",
     "__version__",
+    "aopen",
     "open",
     "register_embedder",
 ]
