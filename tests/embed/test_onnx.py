@@ -32,6 +32,18 @@ def test_meaning_not_words(onnx: OnnxMiniLMEmbedder) -> None:
     assert onnx.model_id == MODEL_ID and onnx.dimensions == 384 and onnx.local
 
 
+def test_it_matches_the_published_model(onnx: OnnxMiniLMEmbedder) -> None:
+    # sentence-transformers' quickstart with all-MiniLM-L6-v2 (float32) prints these
+    # similarities: 0.6660, 0.1046, 0.1411. The int8 weights stay within 0.01.
+    out = onnx.embed_documents(
+        ["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."]
+    )
+    sims = out @ out.T
+    assert sims[0, 1] == pytest.approx(0.6660, abs=0.01)
+    assert sims[0, 2] == pytest.approx(0.1046, abs=0.01)
+    assert sims[1, 2] == pytest.approx(0.1411, abs=0.01)
+
+
 def test_batching_does_not_change_vectors(onnx: OnnxMiniLMEmbedder) -> None:
     texts = [f"message {i}: " + "lorem ipsum " * (i * 7) for i in range(40)]
     together = onnx.embed_documents(texts)
