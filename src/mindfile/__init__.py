@@ -7,6 +7,7 @@
 ['I moved to Lisbon in May.']
 """
 
+from mindfile.agents import AgentStores, agents
 from mindfile.aio import AsyncMindfile, aopen
 from mindfile.context import CacheStats, Context, ContextConfig, ContextItem, RerankWeights
 from mindfile.embed import Embedder, HashEmbedder, StaticEmbedder, register_embedder
@@ -26,6 +27,7 @@ from mindfile.errors import (
     ScopeError,
     StorageError,
 )
+from mindfile.files import SyncReport
 from mindfile.manage import (
     ConsolidationRecord,
     ConsolidationReport,
@@ -55,11 +57,13 @@ from mindfile.types import (
     SearchHit,
     SessionInfo,
     StoreInfo,
+    StoreStatus,
 )
 
 __version__ = "0.2.0"
 
 __all__ = [
+    "AgentStores",
     "AsyncMindfile",
     "BackendUnavailableError",
     "CacheStats",
@@ -102,12 +106,15 @@ __all__ = [
     "StaticEmbedder",
     "StorageError",
     "StoreInfo",
+    "StoreStatus",
     "SummaryConfig",
     "SummaryContext",
     "SummaryState",
     "SummaryWriteOutcome",
     "SweepResult",
+    "SyncReport",
     "__version__",
+    "agents",
     "aopen",
     "open",
     "register_embedder",

@@ -49,20 +49,20 @@ ASYNC_METHODS = tuple(
 class AsyncMindfile:
     """A :class:`Mindfile` whose methods are coroutines (see the module docstring).
 
-    ``sync`` is the underlying engine (for code that must stay synchronous, e.g. inside a
+    ``engine`` is the underlying engine (for code that must stay synchronous, e.g. inside a
     worker thread of your own).
     """
 
-    def __init__(self, sync: Mindfile) -> None:
-        self.sync = sync
+    def __init__(self, engine: Mindfile) -> None:
+        self.engine = engine
 
     @property
     def path(self) -> str:
-        return self.sync.path
+        return self.engine.path
 
     async def close(self) -> None:
         """Close the store (in a worker thread: ``close`` may purge, see docs/privacy.md)."""
-        await asyncio.to_thread(self.sync.close)
+        await asyncio.to_thread(self.engine.close)
 
     async def __aenter__(self) -> AsyncMindfile:
         return self
@@ -76,7 +76,7 @@ class AsyncMindfile:
         await self.close()
 
     def __repr__(self) -> str:
-        return f"AsyncMindfile({self.sync.path!r})"
+        return f"AsyncMindfile({self.engine.path!r})"
 
 
 def _coroutine(name: str) -> Callable[..., Coroutine[Any, Any, Any]]:
@@ -84,7 +84,7 @@ def _coroutine(name: str) -> Callable[..., Coroutine[Any, Any, Any]]:
 
     @functools.wraps(method)
     async def call(self: AsyncMindfile, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.to_thread(getattr(self.sync, name), *args, **kwargs)
+        return await asyncio.to_thread(getattr(self.engine, name), *args, **kwargs)
 
     call.__doc__ = f"Async :meth:`mindfile.Mindfile.{name}`.\n\n{method.__doc__ or ''}"
     return call

@@ -2,14 +2,16 @@
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
+from os import PathLike
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from mindfile import context as _ctx
 from mindfile import memory as _mem
 from mindfile.embed import Embedder
 from mindfile.engine import Event, Mindfile
+from mindfile.files import SyncReport
 from mindfile.index.reembed import ReembedReport
 from mindfile.jobs import Clock, JobInfo, JobPolicy, JobQueueStatus, JobReport, ReconcileReport
 from mindfile.manage import types as _mt
@@ -23,13 +25,14 @@ from mindfile.types import (
     SearchMode,
     SessionInfo,
     StoreInfo,
+    StoreStatus,
 )
 
 ASYNC_METHODS: tuple[str, ...]
 
 class AsyncMindfile:
-    sync: Mindfile
-    def __init__(self, sync: Mindfile) -> None: ...
+    engine: Mindfile
+    def __init__(self, engine: Mindfile) -> None: ...
     @property
     def path(self) -> str: ...
     async def close(self) -> None: ...
@@ -164,6 +167,7 @@ class AsyncMindfile:
         candidates: int = ...,
         user_id: str | None = ...,
         channel: str | None = ...,
+        source: Literal["all", "files", "conversations"] = ...,
     ) -> SearchResults: ...
     async def search_notes(
         self,
@@ -188,6 +192,7 @@ class AsyncMindfile:
         max_bytes: int | None = ...,
         policy: _mt.QuotaPolicy = ...,
     ) -> _mt.Quota: ...
+    async def status(self) -> StoreStatus: ...
     async def store(
         self,
         session_id: str,
@@ -233,6 +238,15 @@ class AsyncMindfile:
         token_counter: TokenCounter = ...,
     ) -> _mem.SummaryContext: ...
     async def sweep_expired(self, now: datetime | str | None = ...) -> _mt.SweepResult: ...
+    async def sync(
+        self,
+        paths: str | PathLike[str] | Sequence[str | PathLike[str]],
+        *,
+        include: Sequence[str] | None = ...,
+        exclude: Sequence[str] | None = ...,
+        progress: Callable[[int, int, int], None] | None = ...,
+        max_file_bytes: int = ...,
+    ) -> SyncReport: ...
     async def unpin(self, session_id: str, sequence: int) -> int: ...
     async def unpin_note(self, session_id: str, note_id: str) -> int: ...
     async def update_note(

@@ -12,12 +12,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from mindfile import context as _ctx
+from mindfile import files as _files
 from mindfile._api.context import ContextAPI
 from mindfile._api.jobs import JobsAPI
 from mindfile._api.manage import ManageAPI
 from mindfile._api.memory import AgentMemoryAPI
 from mindfile.embed import Embedder, embedder_for_model_id, fusion_weights, resolve_embedder
 from mindfile.errors import ConfigError, InvalidInputError, MindfileError, ScopeError
+from mindfile.files.sync import SyncReport
 from mindfile.index.cache import EmbeddingCache
 from mindfile.index.chunking import ChunkSpec
 from mindfile.index.embedding import prepare_vectors
@@ -45,6 +47,7 @@ from mindfile.types import (
     SearchMode,
     SessionInfo,
     StoreInfo,
+    StoreStatus,
 )
 from mindfile.vector import VectorIndex, make_index
 
@@ -187,6 +190,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         self.chunk_spec = chunk
         self.neighbor_context = neighbor_context
         self._schedules: SqliteSchedulerStore | None = None
+        self._syncing = 0
+        self._last_error: str | None = None
         #: The latest events of active sessions, kept in process (mindfile.context.cache).
         self.working_memory = _ctx.WorkingMemory()
 
@@ -490,6 +495,54 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         """
         erase.purge(self.db)
 
+    def sync(
+        self,
+        paths: str | PathLike[str] | Sequence[str | PathLike[str]],
+        *,
+        include: Sequence[str] | None = None,
+        exclude: Sequence[str] | None = None,
+        progress: Callable[[int, int, int], None] | None = None,
+        max_file_bytes: int = 2 * 1024 * 1024,
+    ) -> SyncReport:
+        """Index the folders ``paths`` next to the conversations (docs/files.md).
+
+        ``include``/``exclude`` are gitignore-style globs (``"*.md"``,
+        ``"node_modules"``); default excludes and ``.gitignore`` files apply. Unchanged
+        files are not read, changed ones re-embed only new text, moved ones are renamed,
+        deleted ones leave the index; each file is replaced in one transaction.
+        ``progress(files_done, files_total, bytes_read)``. Search them with
+        ``search(..., source="files")``; hits carry ``metadata["path"]``,
+        ``["start_line"]`` and ``["end_line"]``.
+        """
+        self._syncing += 1
+        try:
+            report = _files.sync(
+                self,
+                paths,
+                include=include,
+                exclude=exclude,
+                progress=progress,
+                max_file_bytes=max_file_bytes,
+            )
+        except MindfileError as exc:
+            self._last_error = exc.message
+            raise
+        finally:
+            self._syncing -= 1
+        self._last_error = None
+        return report
+
+    def status(self) -> StoreStatus:
+        """``ready``, ``syncing`` (a :meth:`sync` is running), ``closed``, or ``error``
+        (the last sync failed; ``error`` says why) - the seed's index manager states."""
+        if self.db.closed:
+            return StoreStatus("closed")
+        if self._syncing:
+            return StoreStatus("syncing")
+        if self._last_error is not None:
+            return StoreStatus("error", self._last_error)
+        return StoreStatus("ready")
+
     def embedding_cache_stats(self) -> EmbeddingCacheStats:
         """The embedding cache: entries and bytes by model, this process's hit rate."""
         return self.embedding_cache.stats()
@@ -572,6 +625,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         candidates: int = DEFAULT_CANDIDATES,
         user_id: str | None = None,
         channel: str | None = None,
+        source: Literal["all", "files", "conversations"] = "all",
     ) -> SearchResults:
         """Search chunks by vector similarity, BM25, or both fused.
 
@@ -592,6 +646,10 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         not follow ``top_k``: the first results and every score are the same whatever
         ``top_k`` is (``search(q, top_k=5)`` is a prefix of ``search(q, top_k=20)``);
         results beyond the fused candidates score 0 and follow in leg-rank order.
+
+        ``source``: ``"files"`` searches only synced folders (:meth:`sync`; hits carry
+        ``metadata["path"]``, ``["start_line"]``, ``["end_line"]``), ``"conversations"``
+        everything else, ``"all"`` (default) both.
         """
         self.check_model()
         req = SearchRequest.build(
@@ -610,6 +668,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             candidates=candidates,
             user_id=user_id,
             channel=channel,
+            source=source,
         )
         return run_search(self.db, self.index, self.embedder, req, self.lexical)
 

@@ -17,6 +17,7 @@ __all__ = [
     "SearchMode",
     "SessionInfo",
     "StoreInfo",
+    "StoreStatus",
 ]
 
 SearchMode = Literal["hybrid", "vector", "fts"]
@@ -106,6 +107,14 @@ class MemoryHybridQueryRequest(_ToDict):
 
 #: The seed's name for a hybrid hit.
 MemoryHybridQueryResult = SearchHit
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStatus(_ToDict):
+    """:meth:`mindfile.Mindfile.status`: ``ready``, ``syncing``, ``closed`` or ``error``."""
+
+    state: Literal["ready", "syncing", "closed", "error"]
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,8 +33,8 @@ def test_forget_cascades_everywhere(mem: mindfile.Mindfile) -> None:
     mem.store("gone", 2, "another quokka sighting", tags=["zoo"])
     mem.store("kept", 1, "zanzibar is an archipelago")
     mem.db.execute(
-        "INSERT INTO files (session_id, source_uri, content_hash, created_at) "
-        "VALUES ('gone', 'file:///a.txt', 'h', ?)",
+        "INSERT INTO files (session_id, root, path, content_hash, size, mtime_ns, indexed_at) "
+        "VALUES ('gone', '/r', 'a.txt', 'h', 1, 1, ?)",
         (utcnow(),),
     )
     assert mem.search("quokka", mode="fts")  # FTS and vector index are warm

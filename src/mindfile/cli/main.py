@@ -407,6 +407,7 @@ _OPTIONAL_COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("mindfile.cli.jobs", ("jobs",)),
     ("mindfile.cli.cache", ("cache", "reembed")),
     ("mindfile.cli.mcp", ("mcp",)),
+    ("mindfile.cli.sync", ("sync",)),
 )
 
 

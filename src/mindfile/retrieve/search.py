@@ -18,7 +18,7 @@ from mindfile.retrieve.degraded import degrade
 from mindfile.retrieve.fusion import Fused, add_tail, rank_key, rrf_fusion, weighted_fusion
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.storage.db import Database
-from mindfile.storage.log import chunk_ends, chunk_rows, scoped_sessions
+from mindfile.storage.log import chunk_ends, chunk_rows, scoped_sessions, source_sessions
 from mindfile.types import FusionMode, ScoreBreakdown, SearchHit, SearchMode
 from mindfile.vector.base import VectorIndex
 
@@ -91,6 +91,7 @@ class SearchRequest:
     candidates: int = DEFAULT_CANDIDATES
     user_id: str | None = None
     channel: str | None = None
+    source: str = "all"
 
     @classmethod
     def build(
@@ -111,7 +112,10 @@ class SearchRequest:
         candidates: Any = DEFAULT_CANDIDATES,
         user_id: Any = None,
         channel: Any = None,
+        source: Any = "all",
     ) -> SearchRequest:
+        if source not in SOURCES:
+            raise InvalidInputError(f"source must be one of {SOURCES}, not {source!r}")
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be a string, not {type(query).__name__}")
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
@@ -144,7 +148,12 @@ class SearchRequest:
             candidates=candidates,
             user_id=None if user_id is None else check_id(user_id, "user_id"),
             channel=None if channel is None else check_id(channel, "channel"),
+            source=source,
         )
+
+
+#: ``search(source=...)``: everything, synced files only, or everything else.
+SOURCES = ("all", "files", "conversations")
 
 
 def _weights(vector: Any, fts: Any, default: tuple[float, float]) -> tuple[float, float]:
@@ -242,10 +251,13 @@ def run_search(
 
 
 def read_filter(db: Database, req: SearchRequest) -> ReadFilter:
-    """The request's sessions and tags, narrowed to its user's (and channel's) sessions."""
+    """The request's sessions and tags, narrowed to its user's (and channel's) sessions
+    and to its source (synced files or conversations)."""
     flt = ReadFilter(session_ids=req.session_ids, tags=req.tags)
     if req.user_id is not None or req.channel is not None:
         flt = flt.narrow(scoped_sessions(db, user_id=req.user_id, channel=req.channel))
+    if req.source != "all":
+        flt = flt.narrow(source_sessions(db, files=req.source == "files"))
     return flt
 
 

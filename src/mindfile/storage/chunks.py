@@ -34,8 +34,9 @@ __all__ = [
 INSERT_CHUNK = """
 INSERT INTO chunks (chunk_id, session_id, chunk_text, content_hash, sequence_start,
                     sequence_end, metadata_json, created_at, context_before,
-                    context_after, importance, expires_at, consolidated_at, text_hash)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    context_after, importance, expires_at, consolidated_at, text_hash,
+                    file_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING id
 """
 
@@ -67,6 +68,7 @@ class ChunkRow:
     context_before: str = ""
     context_after: str = ""
     consolidated_at: str | None = None
+    file_id: int | None = None
 
 
 def chunk_id_for(session_id: str, chunk_hash: str) -> str:
@@ -116,6 +118,7 @@ def insert_chunk(
                 row.expires_at,
                 row.consolidated_at,
                 text_hash(row.text),
+                row.file_id,
             ),
         )
     )

@@ -31,6 +31,7 @@ __all__ = [
     "raise_high_water",
     "scoped_sessions",
     "session_scope",
+    "source_sessions",
     "upsert_session",
     "write_event",
     "write_events",
@@ -412,6 +413,13 @@ def list_sessions(
             LIST_SESSIONS, (user_id, channel)
         )
     ]
+
+
+def source_sessions(db: Database, *, files: bool) -> list[str]:
+    """The sessions of synced folders (``files:...``), or all the others."""
+    op = "LIKE" if files else "NOT LIKE"
+    rows = db.query(f"SELECT session_id FROM sessions WHERE session_id {op} 'files:%'")
+    return [str(r[0]) for r in rows]
 
 
 def delete_session(db: Database, session_id: str) -> bool:

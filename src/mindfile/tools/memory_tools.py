@@ -196,6 +196,38 @@ def fact_delete(engine: Any, args: dict[str, Any], ctx: ToolContext) -> dict[str
     return {"deleted": delete_fact(engine, ctx.user_id, args["category"], args["key"])}
 
 
+#: How many of the best file hits a ``path`` glob filters (then ``top_k`` are kept).
+FILES_SEARCH_POOL = 100
+
+
+def files_search(engine: Any, args: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    """Hybrid search over the store's synced files (docs/files.md)."""
+    import pathspec
+
+    top_k = int(args.get("top_k", 5))
+    glob = args.get("path")
+    pool = FILES_SEARCH_POOL if glob else top_k
+    hits = engine.search(args["query"], source="files", top_k=pool)
+    match = pathspec.PathSpec.from_lines("gitwildmatch", [glob]) if glob else None
+    out = []
+    for hit in hits:
+        path = str(hit.metadata.get("path", ""))
+        if match is not None and not match.match_file(path):
+            continue
+        out.append(
+            {
+                "path": path,
+                "start_line": hit.metadata.get("start_line"),
+                "end_line": hit.metadata.get("end_line"),
+                "text": hit.text,
+                "score": round(hit.score, 4),
+            }
+        )
+        if len(out) >= top_k:
+            break
+    return {"results": out}
+
+
 MEMORY_TOOLS: list[ToolSpec] = [
     ToolSpec(
         name="memory_save",
@@ -311,5 +343,31 @@ MEMORY_TOOLS: list[ToolSpec] = [
         description="Delete a fact about the user, with its earlier values.",
         parameters=object_schema({"category": _CATEGORY, "key": _KEY}, ["category", "key"]),
         handler=fact_delete,
+    ),
+    ToolSpec(
+        name="files_search",
+        description=(
+            "Search the files synced into this memory (documents, notes, source code) "
+            "by meaning and keywords. Returns each match's path and line range."
+        ),
+        parameters=object_schema(
+            {
+                "query": {"type": "string", "minLength": 1, "description": "What to look for."},
+                "path": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 512,
+                    "description": "Only files matching this glob, e.g. '*.md' or 'docs/**'.",
+                },
+                "top_k": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_SEARCH_RESULTS,
+                    "description": "How many results (default 5).",
+                },
+            },
+            ["query"],
+        ),
+        handler=files_search,
     ),
 ]
