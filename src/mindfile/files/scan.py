@@ -17,13 +17,12 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pathspec
 
 __all__ = ["DEFAULT_EXCLUDES", "Candidate", "scan"]
 
-_Spec = pathspec.PathSpec[Any]
+_Spec = pathspec.GitIgnoreSpec
 
 DEFAULT_EXCLUDES = (
     ".git",
@@ -60,7 +59,7 @@ class Candidate:
 
 
 def _spec(patterns: Sequence[str]) -> _Spec:
-    return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
 
 
 def scan(

@@ -208,7 +208,7 @@ def files_search(engine: Any, args: dict[str, Any], ctx: ToolContext) -> dict[st
     glob = args.get("path")
     pool = FILES_SEARCH_POOL if glob else top_k
     hits = engine.search(args["query"], source="files", top_k=pool)
-    match = pathspec.PathSpec.from_lines("gitwildmatch", [glob]) if glob else None
+    match = pathspec.GitIgnoreSpec.from_lines([glob]) if glob else None
     out = []
     for hit in hits:
         path = str(hit.metadata.get("path", ""))
