@@ -33,7 +33,7 @@ from mindfile import context as _ctx
 from mindfile import memory as _mem
 from mindfile.embed import Embedder
 from mindfile.engine import Event, Mindfile
-from mindfile.files import SyncReport
+from mindfile.files import LineSpec, SyncReport
 from mindfile.index.reembed import ReembedReport
 from mindfile.jobs import Clock, JobInfo, JobPolicy, JobQueueStatus, JobReport, ReconcileReport
 from mindfile.manage import types as _mt

@@ -11,7 +11,7 @@ from mindfile import context as _ctx
 from mindfile import memory as _mem
 from mindfile.embed import Embedder
 from mindfile.engine import Event, Mindfile
-from mindfile.files import SyncReport
+from mindfile.files import LineSpec, SyncReport
 from mindfile.index.reembed import ReembedReport
 from mindfile.jobs import Clock, JobInfo, JobPolicy, JobQueueStatus, JobReport, ReconcileReport
 from mindfile.manage import types as _mt
@@ -246,6 +246,7 @@ class AsyncMindfile:
         exclude: Sequence[str] | None = ...,
         progress: Callable[[int, int, int], None] | None = ...,
         max_file_bytes: int = ...,
+        lines: LineSpec | None = ...,
     ) -> SyncReport: ...
     async def unpin(self, session_id: str, sequence: int) -> int: ...
     async def unpin_note(self, session_id: str, note_id: str) -> int: ...

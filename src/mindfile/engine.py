@@ -19,6 +19,7 @@ from mindfile._api.manage import ManageAPI
 from mindfile._api.memory import AgentMemoryAPI
 from mindfile.embed import Embedder, embedder_for_model_id, fusion_weights, resolve_embedder
 from mindfile.errors import ConfigError, InvalidInputError, MindfileError, ScopeError
+from mindfile.files.lines import LineSpec
 from mindfile.files.sync import SyncReport
 from mindfile.index.cache import EmbeddingCache
 from mindfile.index.chunking import ChunkSpec
@@ -503,6 +504,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         exclude: Sequence[str] | None = None,
         progress: Callable[[int, int, int], None] | None = None,
         max_file_bytes: int = 2 * 1024 * 1024,
+        lines: LineSpec | None = None,
     ) -> SyncReport:
         """Index the folders ``paths`` next to the conversations (docs/files.md).
 
@@ -510,7 +512,9 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         ``"node_modules"``); default excludes and ``.gitignore`` files apply. Unchanged
         files are not read, changed ones re-embed only new text, moved ones are renamed,
         deleted ones leave the index; each file is replaced in one transaction.
-        ``progress(files_done, files_total, bytes_read)``. Search them with
+        ``progress(files_done, files_total, bytes_read)``; ``lines`` sets the chunk
+        size (:class:`~mindfile.files.LineSpec`: 1,000 characters, 2 lines of overlap).
+        Search them with
         ``search(..., source="files")``; hits carry ``metadata["path"]``,
         ``["start_line"]`` and ``["end_line"]``.
         """
@@ -523,6 +527,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
                 exclude=exclude,
                 progress=progress,
                 max_file_bytes=max_file_bytes,
+                lines=lines,
             )
         except MindfileError as exc:
             self._last_error = exc.message

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mindfile.errors import InvalidInputError
+
 __all__ = ["FileChunk", "LineSpec", "chunk_lines"]
 
 
@@ -21,10 +23,10 @@ class LineSpec:
     overlap_lines: int = 2
 
     def __post_init__(self) -> None:
-        if not 100 <= self.max_chars <= 100_000:
-            raise ValueError("max_chars must be from 100 to 100000")
-        if not 0 <= self.overlap_lines <= 50:
-            raise ValueError("overlap_lines must be from 0 to 50")
+        for name, low, high in (("max_chars", 100, 100_000), ("overlap_lines", 0, 50)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise InvalidInputError(f"{name} must be an integer from {low} to {high}")
 
 
 @dataclass(frozen=True, slots=True)

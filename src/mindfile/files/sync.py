@@ -115,6 +115,8 @@ def sync(
         raise InvalidInputError("max_file_bytes must be positive")
     if progress is not None and not callable(progress):
         raise InvalidInputError("progress must be callable")
+    if lines is not None and not isinstance(lines, LineSpec):
+        raise InvalidInputError("lines must be a mindfile.files.LineSpec")
     spec = lines or LineSpec()
     report = SyncReport()
     for root in roots:
