@@ -53,6 +53,7 @@ BENCHES = (
     Bench("purge", "purge.py", ("--sizes", "20000,100000"), ("--quick",)),
     Bench("embedding_cache", "embedding_cache.py", (), ("--quick",)),
     Bench("embedders", "embedders.py", (), ("--texts", "64")),
+    Bench("file_sync", "file_sync.py", (), ("--max-chars", "1000")),
     Bench(
         "locomo_onnx",
         "locomo.py",

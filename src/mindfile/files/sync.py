@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,8 +51,8 @@ __all__ = ["MAX_FILE_BYTES", "SyncReport", "root_session", "sync"]
 
 #: Files larger than this are skipped (``too large``); ``max_file_bytes=`` changes it.
 MAX_FILE_BYTES = 2 * 1024 * 1024
-#: Chunks embedded per prepare call (across files).
-EMBED_BATCH = 256
+#: Files whose chunks are embedded together (one prepare call).
+FILES_PER_BATCH = 64
 SESSION_PREFIX = "files:"
 #: Skip reasons that remove a previously indexed file from the index.
 PERMANENT = ("too large", "binary", "not UTF-8")
@@ -207,11 +208,21 @@ def _sync_root(
         with db.atomic():
             log.upsert_session(db, session_id, utcnow(), touch=False)
     _renames(engine, session_id, changed, gone, report)
-    for start in range(0, len(changed), 64):
-        batch = changed[start : start + 64]
-        _embed(engine, batch, report)
-        for item in batch:
-            _commit(engine, session_id, root_text, item, report)
+    # Embed batch n + 1 in a worker thread while batch n is written: the embedder
+    # (tokenizers, numpy) and SQLite both release the GIL, so the two cores overlap.
+    batches = [changed[i : i + FILES_PER_BATCH] for i in range(0, len(changed), FILES_PER_BATCH)]
+    with ThreadPoolExecutor(1, thread_name_prefix="mindfile-sync-embed") as pool:
+        pending = pool.submit(_embed, engine, batches[0], report) if batches else None
+        for n, batch in enumerate(batches):
+            assert pending is not None
+            pending.result()
+            pending = (
+                pool.submit(_embed, engine, batches[n + 1], report)
+                if n + 1 < len(batches)
+                else None
+            )
+            for item in batch:
+                _commit(engine, session_id, root_text, item, report)
     for _relpath, row in sorted(gone.items()):
         with db.atomic():
             report.chunks_removed += sql.delete_file(db, row[0])
