@@ -330,3 +330,14 @@ def test_agent_stores(tmp_path: Path, tree: Path) -> None:
             with pytest.raises(InvalidInputError):
                 stores.get(bad)  # type: ignore[arg-type]
     assert a.status().state == "closed"
+
+
+def test_build_context_includes_files_only_when_asked(mem: mindfile.Mindfile, tree: Path) -> None:
+    mem.sync([tree])
+    mem.store("chat", 1, "hi")
+    plain = mem.build_context("chat", "tram 28 in Lisbon", token_budget=800)
+    assert not any(i.session_id == root_session(tree) for i in plain.items)
+    cfg = mindfile.ContextConfig(include_files=True, relevance_threshold=0.0)
+    ctx = mem.build_context("chat", "tram 28 in Lisbon", token_budget=800, config=cfg)
+    files = [i for i in ctx.items if i.session_id == root_session(tree)]
+    assert files and any("tram 28" in i.text for i in files)

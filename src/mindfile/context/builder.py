@@ -91,6 +91,7 @@ def build_context(
         agent_identity=agent_identity,
         channel=channel,
         cross_session=cfg.cross_session,
+        include_files=cfg.include_files,
         cutoff=None if cfg.lookback_days is None else clock - timedelta(days=cfg.lookback_days),
         now=clock,
         recent_from=recent[0].sequence if recent else None,

@@ -80,6 +80,7 @@ class Scope:
     cutoff: str | None
     now: str
     recent_from: int | None
+    include_files: bool = False
 
     def where(self, *, lookback: bool = True) -> tuple[str, list[Any]]:
         """A SQL condition on ``chunks AS c`` and its parameters."""
@@ -112,6 +113,8 @@ class Scope:
         if self.namespaces:
             parts.append(f"c.session_id IN ({','.join('?' * len(self.namespaces))})")
             params += list(self.namespaces)
+        if self.include_files:
+            parts.append("c.file_id IS NOT NULL")
         alive = "(c.expires_at IS NULL OR c.expires_at > ? OR c.pinned = 1)"
         sql = f"{alive} AND ({' OR '.join(parts)})"
         return sql, params
@@ -146,6 +149,7 @@ def resolve_scope(
     cutoff: datetime | None,
     now: datetime,
     recent_from: int | None,
+    include_files: bool = False,
 ) -> Scope:
     """The scope for a context of ``session_id`` (its user and agent are looked up)."""
     row = db.query_one(SESSION_OF, (session_id,))
@@ -165,6 +169,7 @@ def resolve_scope(
         cutoff=None if cutoff is None else _iso(cutoff),
         now=_iso(now),
         recent_from=recent_from,
+        include_files=include_files,
     )
 
 

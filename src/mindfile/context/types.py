@@ -90,6 +90,8 @@ class ContextConfig:
       their cosine (5; 0 = off, the seed's three legs only). On by default because the
       bundled static model's cosines alone let through only ~20% of LoCoMo evidence at
       0.655 (docs/context.md).
+    - ``include_files``: also recall chunks of synced files (:meth:`mindfile.Mindfile.sync`;
+      False). Files belong to the store, not to a user, and have no lookback limit.
     """
 
     recent_turns: int = 10
@@ -105,6 +107,7 @@ class ContextConfig:
     near_duplicate: float = 0.95
     cross_session: bool = True
     lexical_k: int = 5
+    include_files: bool = False
 
     def __post_init__(self) -> None:
         _count(self.recent_turns, "recent_turns")
@@ -125,6 +128,8 @@ class ContextConfig:
             raise ConfigError("weights must be a RerankWeights")
         if not isinstance(self.cross_session, bool):
             raise ConfigError("cross_session must be a bool")
+        if not isinstance(self.include_files, bool):
+            raise ConfigError("include_files must be a bool")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict of the settings."""
