@@ -122,3 +122,27 @@ def assert_same_ranking(
     assert len({gid for gid, _ in got}) == len(got), got
     for gid, gs in got:
         assert any(eid == gid and abs(es - gs) <= tol for eid, es in full), (gid, got, full)
+
+
+class CountingEmbedder:
+    """The hash embedder (``dims`` wide) posing as a remote provider (not ``local``),
+    recording every document text it is sent in ``sent``."""
+
+    def __init__(self, dims: int = 32) -> None:
+        self._inner = HashEmbedder(dims)
+        self.sent: list[str] = []
+
+    @property
+    def model_id(self) -> str:
+        return self._inner.model_id
+
+    @property
+    def dimensions(self) -> int:
+        return self._inner.dimensions
+
+    def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.sent.extend(texts)
+        return self._inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        return self._inner.embed_query(text)

@@ -3,42 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-import numpy.typing as npt
 import pytest
 from click.testing import CliRunner
 
 import mindfile
 from mindfile.cli.main import cli
-from mindfile.embed import HashEmbedder
 from mindfile.errors import ConfigError, InvalidInputError
 from mindfile.index.chunking import content_hash
 
+from ._support import CountingEmbedder
 
-class RemoteLike:
-    """The hash embedder posing as a remote provider (not local); counts texts sent."""
-
-    def __init__(self, dims: int = 32) -> None:
-        self._inner = HashEmbedder(dims)
-        self.sent: list[str] = []
-
-    @property
-    def model_id(self) -> str:
-        return self._inner.model_id
-
-    @property
-    def dimensions(self) -> int:
-        return self._inner.dimensions
-
-    def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        self.sent.extend(texts)
-        return self._inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        return self._inner.embed_query(text)
+RemoteLike = CountingEmbedder
 
 
 CONVERSATION = [

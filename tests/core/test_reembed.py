@@ -6,44 +6,22 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-import numpy.typing as npt
 import pytest
 from click.testing import CliRunner
 
 import mindfile
 from mindfile.cli.main import cli
-from mindfile.embed import HashEmbedder
 from mindfile.errors import ConfigError, ConflictError
 from mindfile.index import reembed as reembed_module
+
+from ._support import CountingEmbedder
 
 CHILD = Path(__file__).with_name("_reembed_child.py")
 
 
-class Counting:
-    """The hash embedder (dims ``n``) counting the texts it embeds."""
-
-    def __init__(self, dims: int) -> None:
-        self._inner = HashEmbedder(dims)
-        self.sent: list[str] = []
-
-    @property
-    def model_id(self) -> str:
-        return self._inner.model_id
-
-    @property
-    def dimensions(self) -> int:
-        return self._inner.dimensions
-
-    def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        self.sent.extend(texts)
-        return self._inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        return self._inner.embed_query(text)
+Counting = CountingEmbedder
 
 
 def _fill(path: Path, n: int = 50) -> None:
