@@ -124,6 +124,16 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
     )
 
 
+def _close_embedder(embedder: Embedder) -> None:
+    """Close an embedder's resources (a provider's HTTP pool) if it has any."""
+    closer = getattr(embedder, "close", None)
+    if callable(closer):
+        try:
+            closer()
+        except Exception as exc:  # closing a pool loses nothing; say so and go on
+            logger.warning("closing the embedder failed: %s", exc)
+
+
 def _read_only_uri(path: str) -> bool:
     """A SQLite URI that asks for read-only access (``mode=ro`` or ``immutable=1``)."""
     if not path.startswith("file:"):
@@ -179,6 +189,9 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             migrate = check_migrations if read_only else apply_migrations
             self.schema_version = migrate(self.db)
             self.embedder = self._bind_embedder(embedder)
+            # An embedder built here from a spec is ours to close (a provider's HTTP
+            # pool); one passed in as an object belongs to the caller.
+            self._owns_embedder = not isinstance(embedder, Embedder)
             self._vector_index_kind = vector_index
             self.index: VectorIndex = make_index(vector_index, self.db, self.embedder.dimensions)
             self.lexical = Bm25Index(self.db) if lexical_index == "memory" else None
@@ -242,7 +255,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         enabled = (not local if choice is None else choice) and not self.read_only
         return EmbeddingCache(self.db, enabled=enabled, max_entries=max_entries)
 
-    def _switch_embedder(self, embedder: Embedder) -> None:
+    def _switch_embedder(self, embedder: Embedder, *, owned: bool = False) -> None:
         """Switch this engine to ``embedder`` after the store's model was changed to it
         (:meth:`reembed` does this); rebuilds the vector index for its dimensions."""
         if self.db.scalar("SELECT value FROM store_meta WHERE key = 'embedding_model'") != (
@@ -250,7 +263,10 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         ):
             raise ConfigError("the store's model is not this embedder's; use reembed()")
         old = self.index
+        if self._owns_embedder:
+            _close_embedder(self.embedder)
         self.embedder = embedder
+        self._owns_embedder = owned
         self.index = make_index(self._vector_index_kind, self.db, embedder.dimensions)
         self.embedding_cache = self._make_cache(self.embedding_cache.max_entries)
         self._model_version = self.db.data_version()
@@ -298,6 +314,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             if self.lexical is not None:
                 self.lexical.close()
             self.db.close()
+            if self._owns_embedder:
+                _close_embedder(self.embedder)
 
     def _purge_if_pending(self) -> None:
         try:

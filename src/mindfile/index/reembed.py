@@ -100,7 +100,7 @@ def reembed(
             queued = queue.enqueue(db, unstaged, queue.utc_clock())
             total = int(db.scalar("SELECT count(*) FROM chunks"))
             embedding_cache.drop_model(db, old_model)
-        engine._switch_embedder(embedder)
+        engine._switch_embedder(embedder, owned=not isinstance(new, Embedder))
         if not engine.embedding_cache.enabled:
             with db.atomic():
                 embedding_cache.drop_model(db, embedder.model_id)
