@@ -406,6 +406,7 @@ _OPTIONAL_COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("mindfile.cli.memory", ("notes", "scratchpad", "facts", "summary")),
     ("mindfile.cli.jobs", ("jobs",)),
     ("mindfile.cli.cache", ("cache", "reembed")),
+    ("mindfile.cli.serve", ("serve",)),
 )
 
 
