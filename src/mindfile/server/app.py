@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import mindfile
 from mindfile.engine import Mindfile
 from mindfile.errors import LimitExceededError, MindfileError, ScopeError
-from mindfile.server.auth import Authenticator, Principal
+from mindfile.server.auth import Authenticator, ForbiddenError, Principal, is_loopback
 from mindfile.server.errors import error_body, error_response, no_session
 from mindfile.server.metrics import Counter, Gauge, Histogram, Labels, Registry
 from mindfile.storage import log as _log
@@ -75,6 +75,9 @@ class ServerSettings:
     threads: int = field(default_factory=default_threads)
     public_metrics: bool = False
     engine: Mindfile | None = None
+    #: Refuse requests whose ``Host`` is not a loopback name (DNS rebinding: a web page
+    #: of evil.example resolving to 127.0.0.1). None: when there is no auth.
+    loopback_hosts_only: bool | None = None
 
 
 class ServerMetrics:
@@ -121,6 +124,8 @@ class ServerMetrics:
                 ("mode",),
             )
         )
+        for mode in ("hybrid", "vector", "fts"):  # every series exists from the start
+            self.degraded.inc(mode, amount=0.0)
         add(
             Gauge(
                 "mindfile_jobs",
@@ -182,10 +187,18 @@ class Guard:
     """The outermost middleware of the app: the body limit, request metrics, and the
     catch-all 500 (logged with its traceback, never sent to the client)."""
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int, metrics: ServerMetrics) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        metrics: ServerMetrics,
+        loopback_hosts_only: bool = False,
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.metrics = metrics
+        self.loopback_hosts_only = loopback_hosts_only
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -202,6 +215,15 @@ class Guard:
 
         self.metrics.in_flight += 1
         try:
+            if self.loopback_hosts_only and not _loopback_host(scope):
+                await _send_error(
+                    send_tracked,
+                    ForbiddenError(
+                        "this server has no authentication and answers only requests "
+                        "addressed to localhost / 127.0.0.1 / [::1]"
+                    ),
+                )
+                return
             body = await self._read_body(scope, receive)
             if body is None:
                 await _send_error(send_tracked, LimitExceededError(self._too_large()))
@@ -252,6 +274,19 @@ class Guard:
                 return b"".join(chunks)
 
 
+def _loopback_host(scope: Scope) -> bool:
+    """Whether the request's ``Host`` header names this machine (or is absent)."""
+    for name, value in scope.get("headers", []):
+        if name == b"host":
+            host = value.decode("latin-1").strip()
+            if host.startswith("["):  # [::1]:8765
+                host = host[1 : host.find("]")] if "]" in host else host
+            elif host.count(":") == 1:
+                host = host.split(":", 1)[0]
+            return is_loopback(host)
+    return True
+
+
 def _replay(body: bytes, receive: Receive) -> Receive:
     sent = False
 
@@ -289,11 +324,20 @@ def principal_of(request: Request) -> Principal | None:
     return getattr(request.state, "principal", None)
 
 
-def _validation_message(exc: RequestValidationError) -> str:
+_NOT_AN_OBJECT = ("model_attributes_type", "dict_type", "model_type")
+
+
+def _validation_message(request: Request, exc: RequestValidationError) -> str:
     errors = exc.errors()
     if not errors:
         return "invalid request"
     first = errors[0]
+    kind = str(first.get("type", ""))
+    if kind == "json_invalid":
+        return f"the body is not valid JSON: {first.get('msg', '')}".rstrip(": ")
+    content_type = request.headers.get("content-type", "")
+    if kind in _NOT_AN_OBJECT and content_type and "json" not in content_type.lower():
+        return f"send a JSON body with Content-Type: application/json (not {content_type!r})"
     where = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body",))
     message = str(first.get("msg", "invalid value"))
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
@@ -309,7 +353,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        return error_response(400, "invalid_input", _validation_message(exc))
+        return error_response(400, "invalid_input", _validation_message(request, exc))
 
     async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
@@ -386,7 +430,13 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     _install_error_handlers(app)
     app.include_router(build_router())
     app.include_router(build_service_router())
-    app.add_middleware(Guard, max_body_bytes=settings.max_body_bytes, metrics=metrics)
+    loopback_only = settings.loopback_hosts_only
+    app.add_middleware(
+        Guard,
+        max_body_bytes=settings.max_body_bytes,
+        metrics=metrics,
+        loopback_hosts_only=not settings.auth.required if loopback_only is None else loopback_only,
+    )
     return app
 
 

@@ -60,9 +60,7 @@ class Caller:
 
 def authenticate(request: Request) -> Caller:
     """The dependency of every ``/v1`` route: 401 unless the bearer token is known."""
-    principal = request.app.state.settings.auth.authenticate(
-        request.headers.get("authorization")
-    )
+    principal = request.app.state.settings.auth.authenticate(request.headers.get("authorization"))
     if principal is None:
         raise UnauthorizedError("a valid bearer token is required (Authorization: Bearer ...)")
     request.state.principal = principal
@@ -161,9 +159,7 @@ def build_router() -> APIRouter:
         return {"session_id": session_id, "deleted": True}
 
     @router.get("/sessions", tags=["sessions"])
-    def list_sessions(
-        caller: CallerDep, channel: Annotated[str | None, Query()] = None
-    ) -> Json:
+    def list_sessions(caller: CallerDep, channel: Annotated[str | None, Query()] = None) -> Json:
         """The caller's sessions, most recently updated first."""
         sessions = caller.engine.list_sessions(user_id=caller.user, channel=channel)
         return {"sessions": [s.to_dict() for s in sessions]}

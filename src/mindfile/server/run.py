@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -86,6 +87,9 @@ def serve(
     without auth, opens the store, closes it on the way out."""
     check_bind(None if uds is not None else host, uds, settings.auth)
     logger.info("auth: %s", summary(settings.auth))
+    if uds is not None and settings.loopback_hosts_only is None:
+        # A browser cannot reach a Unix socket; its clients send any Host.
+        settings = dataclasses.replace(settings, loopback_hosts_only=False)
     app = create_app(settings)
     config = uvicorn.Config(
         app,
