@@ -87,7 +87,6 @@ def serve(
         from mindfile.server import ServerSettings, check_bind
         from mindfile.server import serve as run_server
         from mindfile.server.app import default_threads
-        from mindfile.server.auth import summary
         from mindfile.server.run import resolve_auth
 
         auth = resolve_auth(tokens_file, user=user)
@@ -106,7 +105,7 @@ def serve(
             public_metrics=public_metrics,
         )
         where = f"unix:{uds}" if uds is not None else f"http://{host}:{port}"
-        click.echo(f"mindfile serve: {db_path} on {where}; {summary(auth)}", err=True)
+        click.echo(f"mindfile serve: {db_path} on {where}", err=True)
         run_server(
             settings,
             host=host,

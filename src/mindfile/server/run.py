@@ -74,6 +74,23 @@ def bind_unix_socket(path: str | Path) -> socket.socket:
     return sock
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, removing our Unix socket file on shutdown (uvicorn re-raises a
+    caught SIGTERM after shutting down, so code after ``run()`` may never run)."""
+
+    def __init__(self, config: uvicorn.Config, socket_path: str | None) -> None:
+        super().__init__(config)
+        self.socket_path = socket_path
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().shutdown(sockets=sockets)
+        finally:
+            if self.socket_path is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    Path(self.socket_path).unlink()
+
+
 def serve(
     settings: ServerSettings,
     *,
@@ -101,7 +118,7 @@ def serve(
         server_header=False,
         timeout_graceful_shutdown=10,
     )
-    server = uvicorn.Server(config)
+    server = _Server(config, uds)
     if uds is None:
         server.run()
         return
@@ -110,5 +127,5 @@ def serve(
         server.run(sockets=[sock])
     finally:
         sock.close()
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError):  # e.g. the store failed to open
             Path(uds).unlink()
