@@ -21,7 +21,7 @@ from typing import Any, Literal
 import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import mindfile
@@ -32,7 +32,14 @@ from mindfile.server.errors import error_body, error_response, no_session
 from mindfile.server.metrics import Counter, Gauge, Histogram, Labels, Registry
 from mindfile.storage import log as _log
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "ServerMetrics", "ServerSettings", "create_app"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "Reply",
+    "ServerMetrics",
+    "ServerSettings",
+    "create_app",
+    "reply",
+]
 
 logger = logging.getLogger("mindfile.server")
 
@@ -44,6 +51,24 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class Reply(Response):
+    """A JSON response serialised with :func:`json.dumps` straight from the engine's
+    ``to_dict()`` values (plain JSON types already): FastAPI's ``jsonable_encoder``
+    would walk every hit again (docs/http.md "Performance")."""
+
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(
+            content, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+        ).encode("utf-8")
+
+
+def reply(content: Any, status_code: int = 200) -> Reply:
+    """A :class:`Reply` of ``content``."""
+    return Reply(content, status_code=status_code)
 
 
 def default_threads() -> int:

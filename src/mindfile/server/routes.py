@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import PlainTextResponse
 
 import mindfile
@@ -23,7 +23,7 @@ from mindfile.engine import Mindfile
 from mindfile.errors import ConfigError, InvalidInputError, NotFoundError
 from mindfile.index.pipeline import check_id
 from mindfile.memory import notes_session
-from mindfile.server.app import ServerMetrics, engine_of
+from mindfile.server.app import Reply, ServerMetrics, engine_of, reply
 from mindfile.server.auth import Principal, UnauthorizedError
 from mindfile.server.errors import no_session
 from mindfile.server.models import (
@@ -42,8 +42,6 @@ from mindfile.storage.db import utcnow
 
 __all__ = ["Caller", "build_router", "build_service_router", "own_session"]
 
-Json = dict[str, Any]
-
 
 @dataclass(frozen=True, slots=True)
 class Caller:
@@ -58,12 +56,21 @@ class Caller:
         return self.principal.user_id
 
 
-def authenticate(request: Request) -> Caller:
-    """The dependency of every ``/v1`` route: 401 unless the bearer token is known."""
-    principal = request.app.state.settings.auth.authenticate(request.headers.get("authorization"))
+def _check_token(request: Request) -> Principal:
+    """The caller of a request, or :class:`UnauthorizedError` (401)."""
+    auth = request.app.state.settings.auth
+    principal: Principal | None = auth.authenticate(request.headers.get("authorization"))
     if principal is None:
         raise UnauthorizedError("a valid bearer token is required (Authorization: Bearer ...)")
     request.state.principal = principal
+    return principal
+
+
+async def authenticate(request: Request) -> Caller:
+    """The dependency of every ``/v1`` route: 401 unless the bearer token is known.
+
+    ``async`` on purpose: a hash and a few comparisons are not worth a thread hop."""
+    principal = _check_token(request)
     return Caller(engine_of(request), principal, request.app.state.metrics)
 
 
@@ -114,7 +121,7 @@ def build_router() -> APIRouter:
         session_id: str,
         body: Annotated[EventsBody, Body()],
         caller: CallerDep,
-    ) -> Json:
+    ) -> Reply:
         """Store one event, or several in one transaction (all or nothing).
 
         Body: one event `{"sequence", "payload", "metadata"?, "tags"?}` or
@@ -137,37 +144,37 @@ def build_router() -> APIRouter:
             importance=body.importance,
             ttl=body.ttl,
         )
-        return {"session_id": session_id, "stored": len(items), "chunks_added": added}
+        return reply({"session_id": session_id, "stored": len(items), "chunks_added": added}, 201)
 
     @router.get("/sessions/{session_id}/events", tags=["sessions"])
     def recall_events(
         session_id: str,
         caller: CallerDep,
         limit: Annotated[int | None, Query(ge=0, description="Only the last N.")] = None,
-    ) -> Json:
+    ) -> Reply:
         """The session's events in sequence order (the last `limit` when given)."""
         own_session(caller, session_id, must_exist=True)
         records = caller.engine.recall(session_id, limit, user_id=caller.user)
-        return {"session_id": session_id, "events": [r.to_dict() for r in records]}
+        return reply({"session_id": session_id, "events": [r.to_dict() for r in records]})
 
     @router.delete("/sessions/{session_id}", tags=["sessions"])
-    def forget_session(session_id: str, caller: CallerDep) -> Json:
+    def forget_session(session_id: str, caller: CallerDep) -> Reply:
         """Delete the session and everything derived from it."""
         own_session(caller, session_id, must_exist=True)
         if not caller.engine.forget(session_id):
             raise no_session(session_id)
-        return {"session_id": session_id, "deleted": True}
+        return reply({"session_id": session_id, "deleted": True})
 
     @router.get("/sessions", tags=["sessions"])
-    def list_sessions(caller: CallerDep, channel: Annotated[str | None, Query()] = None) -> Json:
+    def list_sessions(caller: CallerDep, channel: Annotated[str | None, Query()] = None) -> Reply:
         """The caller's sessions, most recently updated first."""
         sessions = caller.engine.list_sessions(user_id=caller.user, channel=channel)
-        return {"sessions": [s.to_dict() for s in sessions]}
+        return reply({"sessions": [s.to_dict() for s in sessions]})
 
     # -- retrieval -----------------------------------------------------------------------
 
     @router.post("/search", tags=["retrieval"])
-    def search(body: SearchIn, caller: CallerDep) -> Json:
+    def search(body: SearchIn, caller: CallerDep) -> Reply:
         """Hybrid / vector / full-text search over the caller's sessions."""
         weights = body.weights
         start = time.perf_counter()
@@ -189,10 +196,10 @@ def build_router() -> APIRouter:
         caller.metrics.search_latency.observe(time.perf_counter() - start, results.mode)
         if results.degraded:
             caller.metrics.degraded.inc(results.mode)
-        return results.to_dict()
+        return reply(results.to_dict())
 
     @router.post("/context", tags=["retrieval"])
-    def build_context(body: ContextIn, caller: CallerDep) -> Json:
+    def build_context(body: ContextIn, caller: CallerDep) -> Reply:
         """The prompt context for the next turn of a session, within `token_budget`."""
         own_session(caller, body.session_id, must_exist=False)
         context = caller.engine.build_context(
@@ -209,12 +216,12 @@ def build_router() -> APIRouter:
             config=_context_config(body.config),
             query_embedding=body.query_embedding,
         )
-        return context.to_dict()
+        return reply(context.to_dict())
 
     # -- notes -----------------------------------------------------------------------------
 
     @router.put("/notes/{note_id}", tags=["notes"])
-    def put_note(note_id: str, body: NoteIn, caller: CallerDep) -> Json:
+    def put_note(note_id: str, body: NoteIn, caller: CallerDep) -> Reply:
         """Create or replace a note (a replaced note keeps its `created_at`)."""
         note = caller.engine.store_note(
             notes_session(caller.user),
@@ -225,22 +232,22 @@ def build_router() -> APIRouter:
             importance=body.importance,
             ttl=body.ttl,
         )
-        return note.to_dict()
+        return reply(note.to_dict())
 
     @router.get("/notes/{note_id}", tags=["notes"])
-    def get_note(note_id: str, caller: CallerDep) -> Json:
+    def get_note(note_id: str, caller: CallerDep) -> Reply:
         """One note."""
         note = caller.engine.get_note(notes_session(caller.user), note_id)
         if note is None:
             raise NotFoundError(f"no note {note_id!r}", note_id=note_id)
-        return note.to_dict()
+        return reply(note.to_dict())
 
     @router.delete("/notes/{note_id}", tags=["notes"])
-    def delete_note(note_id: str, caller: CallerDep) -> Json:
+    def delete_note(note_id: str, caller: CallerDep) -> Reply:
         """Delete a note with its chunks and vectors."""
         if not caller.engine.delete_note(notes_session(caller.user), note_id):
             raise NotFoundError(f"no note {note_id!r}", note_id=note_id)
-        return {"note_id": note_id, "deleted": True}
+        return reply({"note_id": note_id, "deleted": True})
 
     @router.get("/notes", tags=["notes"])
     def list_notes(
@@ -248,15 +255,15 @@ def build_router() -> APIRouter:
         tags: Annotated[list[str] | None, Query(description="Notes with all these.")] = None,
         limit: Annotated[int, Query()] = 50,
         offset: Annotated[int, Query()] = 0,
-    ) -> Json:
+    ) -> Reply:
         """The caller's notes, most recently written first."""
         notes = caller.engine.list_notes(
             notes_session(caller.user), tags=tags, limit=limit, offset=offset
         )
-        return {"notes": [n.to_dict() for n in notes]}
+        return reply({"notes": [n.to_dict() for n in notes]})
 
     @router.post("/notes/search", tags=["notes"])
-    def search_notes(body: NoteSearchIn, caller: CallerDep) -> Json:
+    def search_notes(body: NoteSearchIn, caller: CallerDep) -> Reply:
         """Hybrid search over the caller's notes (and facts): one hit per item."""
         hits = caller.engine.search_notes(
             notes_session(caller.user),
@@ -265,15 +272,15 @@ def build_router() -> APIRouter:
             top_k=body.top_k,
             facts_scope=caller.user if body.include_facts else None,
         )
-        return {"results": [h.to_dict() for h in hits]}
+        return reply({"results": [h.to_dict() for h in hits]})
 
     # -- facts -----------------------------------------------------------------------------
 
     @router.put("/facts/{category}/{key}", tags=["facts"])
-    def put_fact(category: str, key: str, body: FactIn, caller: CallerDep) -> Json:
+    def put_fact(category: str, key: str, body: FactIn, caller: CallerDep) -> Reply:
         """Set a fact; a different previous value moves to its history."""
         fact = caller.engine.set_fact(caller.user, category, key, body.value, source=body.source)
-        return fact.to_dict()
+        return reply(fact.to_dict())
 
     @router.get("/facts/{category}/{key}", tags=["facts"])
     def get_fact(
@@ -281,7 +288,7 @@ def build_router() -> APIRouter:
         key: str,
         caller: CallerDep,
         history: Annotated[bool, Query(description="Add the earlier values.")] = False,
-    ) -> Json:
+    ) -> Reply:
         """One fact (with `?history=true`, its earlier values too)."""
         fact = caller.engine.get_fact(caller.user, category, key)
         if fact is None:
@@ -290,7 +297,7 @@ def build_router() -> APIRouter:
         if history:
             versions = caller.engine.fact_history(caller.user, category, key)
             out["history"] = [v.to_dict() for v in versions]
-        return out
+        return reply(out)
 
     @router.delete("/facts/{category}/{key}", tags=["facts"])
     def delete_fact(
@@ -298,51 +305,51 @@ def build_router() -> APIRouter:
         key: str,
         caller: CallerDep,
         keep_history: Annotated[bool, Query()] = False,
-    ) -> Json:
+    ) -> Reply:
         """Delete a fact and its history (`?keep_history=true`: retire it instead)."""
         if not caller.engine.delete_fact(caller.user, category, key, keep_history=keep_history):
             raise NotFoundError(f"no fact {category!r}/{key!r}", category=category, key=key)
-        return {"category": category, "key": key, "deleted": True}
+        return reply({"category": category, "key": key, "deleted": True})
 
     @router.get("/facts", tags=["facts"])
-    def list_facts(caller: CallerDep, category: Annotated[str | None, Query()] = None) -> Json:
+    def list_facts(caller: CallerDep, category: Annotated[str | None, Query()] = None) -> Reply:
         """The caller's facts, by category then key."""
         facts = caller.engine.list_facts(caller.user, category=category)
-        return {"facts": [f.to_dict() for f in facts]}
+        return reply({"facts": [f.to_dict() for f in facts]})
 
     # -- scratchpad and summary ------------------------------------------------------------
 
     @router.get("/sessions/{session_id}/scratchpad", tags=["sessions"])
-    def read_scratchpad(session_id: str, caller: CallerDep) -> Json:
+    def read_scratchpad(session_id: str, caller: CallerDep) -> Reply:
         """The session's working-memory scratchpad."""
         own_session(caller, session_id, must_exist=True)
         state = caller.engine.read_scratchpad(session_id)
         if state is None:
             raise NotFoundError(f"session {session_id!r} has no scratchpad")
-        return state.to_dict()
+        return reply(state.to_dict())
 
     @router.put("/sessions/{session_id}/scratchpad", tags=["sessions"])
-    def write_scratchpad(session_id: str, body: ScratchpadIn, caller: CallerDep) -> Json:
+    def write_scratchpad(session_id: str, body: ScratchpadIn, caller: CallerDep) -> Reply:
         """Replace the scratchpad (creates the session for the caller if it is new)."""
         _claim_session(caller, session_id)
-        return caller.engine.write_scratchpad(session_id, body.items).to_dict()
+        return reply(caller.engine.write_scratchpad(session_id, body.items).to_dict())
 
     @router.delete("/sessions/{session_id}/scratchpad", tags=["sessions"])
-    def clear_scratchpad(session_id: str, caller: CallerDep) -> Json:
+    def clear_scratchpad(session_id: str, caller: CallerDep) -> Reply:
         """Remove the scratchpad."""
         own_session(caller, session_id, must_exist=True)
         if not caller.engine.clear_scratchpad(session_id):
             raise NotFoundError(f"session {session_id!r} has no scratchpad")
-        return {"session_id": session_id, "deleted": True}
+        return reply({"session_id": session_id, "deleted": True})
 
     @router.get("/sessions/{session_id}/summary", tags=["sessions"])
-    def read_summary(session_id: str, caller: CallerDep) -> Json:
+    def read_summary(session_id: str, caller: CallerDep) -> Reply:
         """The session's rolling summary state."""
         own_session(caller, session_id, must_exist=True)
         state = caller.engine.read_summary_state(session_id)
         if state is None:
             raise NotFoundError(f"session {session_id!r} has no summary")
-        return {"session_id": session_id, **state.to_dict()}
+        return reply({"session_id": session_id, **state.to_dict()})
 
     return router
 
@@ -365,19 +372,18 @@ def build_service_router() -> APIRouter:
     router = APIRouter(tags=["service"])
 
     @router.get("/healthz")
-    def healthz(request: Request, response: Response) -> Json:
-        """Liveness: the store is open. No auth, no data."""
+    async def healthz(request: Request) -> Reply:
+        """Liveness: the store is open (503 otherwise). No auth, no data."""
         engine: Mindfile | None = getattr(request.app.state, "engine", None)
         ok = engine is not None and not engine.db.closed
-        if not ok:
-            response.status_code = 503
-        return {"status": "ok" if ok else "unavailable", "version": mindfile.__version__}
+        body = {"status": "ok" if ok else "unavailable", "version": mindfile.__version__}
+        return reply(body, 200 if ok else 503)
 
     @router.get("/metrics", response_class=PlainTextResponse)
     def metrics(request: Request) -> PlainTextResponse:
         """Prometheus text format (docs/http.md "Metrics")."""
         if not request.app.state.settings.public_metrics:
-            authenticate(request)
+            _check_token(request)
         text = request.app.state.metrics.render()
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
