@@ -166,3 +166,27 @@ def test_cli_serves_on_a_unix_socket(tmp_path: Path) -> None:
     assert not sock.exists()
     with mindfile.open(db, read_only=True) as mem:  # closed cleanly, and it was ann's
         assert [s.user_id for s in mem.list_sessions()] == ["ann"]
+
+
+def test_background_indexing_worker_and_public_metrics(tmp_path: Path) -> None:
+    auth = Authenticator.single(TOKEN, "ann")
+    with (
+        mindfile.open(tmp_path / "bg.db", embedder="hash", indexing="background") as mem,
+        LiveServer(
+            ServerSettings(engine=mem, auth=auth, indexing="background", public_metrics=True)
+        ) as live,
+        live.client(TOKEN) as client,
+    ):
+        stored = client.post("/v1/sessions/bg/events", json={"sequence": 1, "payload": "queued"})
+        assert stored.status_code == 201
+        deadline = time.monotonic() + 20
+        while True:
+            metrics = httpx.get(live.url + "/metrics").text  # no token: public
+            if 'mindfile_jobs{status="done"} 1' in metrics:
+                break
+            assert time.monotonic() < deadline, metrics
+            time.sleep(0.05)
+        assert "mindfile_jobs_lag_seconds 0" in metrics
+        hits = client.post("/v1/search", json={"query": "queued", "mode": "vector"}).json()
+        assert hits["hits"][0]["text"] == "queued" and hits["degraded"] is None
+        assert httpx.get(live.url + "/v1/sessions").status_code == 401  # only metrics are public
