@@ -123,9 +123,39 @@ def start_server(db: Path, port: int, embedder: str | None) -> subprocess.Popen[
     raise SystemExit("the server did not start within 60 s")
 
 
-def run_latency(call: Callable[[str], Any], qs: Sequence[str], warmup: int) -> list[int]:
-    for q in qs[:warmup]:
-        call(q)
+def server_means(client: Any) -> dict[str, float]:
+    """Running sums and counts from the server's /metrics: the engine's time per search
+    and the server's time per ``POST /v1/search`` request."""
+    sums: dict[str, float] = {}
+    for line in client.get("/metrics").text.splitlines():
+        for key, prefix in (
+            ("engine_sum", "mindfile_search_duration_seconds_sum{"),
+            ("engine_count", "mindfile_search_duration_seconds_count{"),
+            (
+                "server_sum",
+                'mindfile_http_request_duration_seconds_sum{method="POST",route="/v1/search"}',
+            ),
+            (
+                "server_count",
+                'mindfile_http_request_duration_seconds_count{method="POST",route="/v1/search"}',
+            ),
+        ):
+            if line.startswith(prefix):
+                sums[key] = sums.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return sums
+
+
+def warm(call: Callable[[str], Any], qs: Sequence[str], seconds: float) -> None:
+    """Search for ``seconds`` (at least 50 queries): the in-memory BM25 index builds in
+    the background after open; until it is ready searches rank with FTS5 (slower)."""
+    deadline = time.monotonic() + seconds
+    i = 0
+    while i < 50 or time.monotonic() < deadline:
+        call(qs[i % len(qs)])
+        i += 1
+
+
+def run_latency(call: Callable[[str], Any], qs: Sequence[str]) -> list[int]:
     samples = []
     for q in qs:
         t0 = time.perf_counter_ns()
@@ -183,6 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--per-client", type=int, default=250)
     parser.add_argument("--embedder", default=None, help="default: the bundled static model")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--warmup", type=float, default=3.0, help="seconds of searches before measuring"
+    )
     parser.add_argument("--quick", action="store_true", help="2k chunks, 100 queries")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -198,7 +231,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         result["store"] = build_store(db, args.chunks, args.embedder, args.seed)
         log(f"store: {result['store']}")
         qs = queries(args.queries, args.seed)
-        warmup = min(50, len(qs))
         port = free_port()
         server = start_server(db, port, args.embedder)
         rows: list[dict[str, Any]] = []
@@ -209,7 +241,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     return mem.search(q, top_k=10)
 
                 log("in-process search")
-                rows.append({"path": "in-process", **pct(run_latency(local, qs, warmup))})
+                warm(local, qs, args.warmup)
+                while mem.lexical is not None and mem.info().extra["lexical_index"] != "ready":
+                    time.sleep(0.1)
+                rows.append({"path": "in-process", **pct(run_latency(local, qs))})
 
                 headers = {"Authorization": f"Bearer {TOKEN}"}
                 base = f"http://127.0.0.1:{port}"
@@ -221,7 +256,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         return response.json()
 
                     log("HTTP search (keep-alive)")
-                    rows.append({"path": "HTTP", **pct(run_latency(remote, qs, warmup))})
+                    warm(remote, qs, args.warmup)
+                    before = server_means(client)
+                    rows.append({"path": "HTTP", **pct(run_latency(remote, qs))})
+                    after = server_means(client)
+                    n = after["engine_count"] - before["engine_count"]
+                    result["server_side_mean_ms"] = {
+                        "engine_search": (after["engine_sum"] - before["engine_sum"]) / n * 1e3,
+                        "server_request": (after["server_sum"] - before["server_sum"]) / n * 1e3,
+                    }
                     a, b = local(qs[0]), remote(qs[0])
                     same = [h.chunk_id for h in a] == [h["chunk_id"] for h in b["hits"]]
                     result["same_results"] = same
@@ -270,6 +313,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     title = f"search top_k=10, {result['store']['chunks']} chunks, {len(qs)} queries"
     print_table(rows, cols, title)
     print(f"HTTP overhead at p50: {overhead:.2f} ms; same hits: {result['same_results']}")
+    side = result["server_side_mean_ms"]
+    print(
+        f"inside the server, per HTTP search (means): engine {side['engine_search']:.2f} ms, "
+        f"whole request {side['server_request']:.2f} ms; the rest is the client and the socket"
+    )
     print_table(
         conc,
         ["path", "requests", "wall_s", "rps", "p50_ms", "p99_ms"],

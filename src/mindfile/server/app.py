@@ -422,6 +422,8 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         engine = settings.engine
         if engine is None:
             engine = await anyio.to_thread.run_sync(_open, settings)
+        if engine.lexical is not None:  # build the BM25 index now, not on the first search
+            engine.lexical.warm()
         worker = None
         if settings.indexing == "background" and not engine.read_only:
             from mindfile.jobs import IndexWorker
