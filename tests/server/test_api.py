@@ -270,6 +270,11 @@ def test_openapi_lists_the_routes(server: LiveServer) -> None:
     }
     for path, methods in expected.items():
         assert set(doc["paths"][path]) == methods, path
+    text = str(doc)
+    assert "422" not in doc["paths"]["/v1/search"]["post"]["responses"]
+    assert "HTTPValidationError" not in text  # validation errors are 400s, documented so
+    assert doc["paths"]["/v1/search"]["post"]["responses"]["400"]["content"]
+    assert "ErrorBody" in doc["components"]["schemas"]
     search = doc["components"]["schemas"]["SearchIn"]["properties"]
     assert {"query", "session_id", "tags", "top_k", "mode", "fusion", "weights"} <= set(search)
     assert {"min_score", "candidates", "channel"} <= set(search)

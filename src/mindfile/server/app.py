@@ -21,6 +21,7 @@ from typing import Any, Literal
 import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -453,6 +454,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.metrics = metrics
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.state.engine = settings.engine
     _install_error_handlers(app)
     app.include_router(build_router())
@@ -465,6 +467,26 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
         loopback_hosts_only=not settings.auth.required if loopback_only is None else loopback_only,
     )
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document without its 422 responses: validation errors are 400s here."""
+    if app.openapi_schema is None:
+        doc = get_openapi(
+            title=app.title,
+            version=app.version,
+            summary=app.summary,
+            description=app.description,
+            routes=app.routes,
+        )
+        for operations in doc.get("paths", {}).values():
+            for operation in operations.values():
+                operation.get("responses", {}).pop("422", None)
+        schemas = doc.get("components", {}).get("schemas", {})
+        for name in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(name, None)
+        app.openapi_schema = doc
+    return app.openapi_schema
 
 
 def _open(settings: ServerSettings) -> Mindfile:

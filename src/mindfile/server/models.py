@@ -14,6 +14,8 @@ __all__ = [
     "MAX_BATCH_EVENTS",
     "ContextConfigIn",
     "ContextIn",
+    "ErrorBody",
+    "ErrorDetail",
     "EventIn",
     "EventsBatch",
     "EventsBody",
@@ -172,3 +174,17 @@ class ScratchpadIn(_Body):
     """The whole scratchpad (at most 32 items of at most 240 characters)."""
 
     items: list[str]
+
+
+class ErrorDetail(BaseModel):
+    """``code`` is stable (``mindfile.errors`` plus the HTTP layer's); ``message`` is for
+    people."""
+
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Every error response."""
+
+    error: ErrorDetail

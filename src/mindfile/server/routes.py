@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request
 from fastapi.responses import PlainTextResponse
@@ -29,6 +29,7 @@ from mindfile.server.errors import no_session
 from mindfile.server.models import (
     ContextConfigIn,
     ContextIn,
+    ErrorBody,
     EventsBatch,
     EventsBody,
     FactIn,
@@ -40,7 +41,21 @@ from mindfile.server.models import (
 from mindfile.storage import log as _log
 from mindfile.storage.db import utcnow
 
-__all__ = ["Caller", "build_router", "build_service_router", "own_session"]
+__all__ = ["ERROR_RESPONSES", "Caller", "build_router", "build_service_router", "own_session"]
+
+#: What the OpenAPI document says every ``/v1`` route may answer besides success.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": what}
+    for status, what in (
+        (400, "invalid_input: a malformed body or parameter, or a value the engine refuses"),
+        (401, "unauthorized: no valid bearer token"),
+        (403, "forbidden: an agent identity this token may not use"),
+        (404, "not_found: missing, or another user's (the same answer)"),
+        (409, "conflict / scope_conflict / read_only"),
+        (413, "limit_exceeded: the body or an input is over a limit"),
+        (500, "internal (details in the server log), or the engine's own failure"),
+    )
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +127,7 @@ def _claim_session(caller: Caller, session_id: str) -> None:
 
 def build_router() -> APIRouter:
     """The ``/v1`` API."""
-    router = APIRouter(prefix="/v1")
+    router = APIRouter(prefix="/v1", responses=ERROR_RESPONSES)
 
     # -- conversation log --------------------------------------------------------------
 
