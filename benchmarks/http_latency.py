@@ -3,7 +3,9 @@
 Builds an on-disk store of ~N chunks (realistic ~1,000-character chat messages from
 ``_common.chat_text``, two chunks each, the bundled static model by default), then:
 
-1. in-process ``mem.search(q, top_k=10)`` latency, p50/p95/p99 (one thread);
+1. in-process ``mem.search(q, top_k=10, user_id="default")`` latency, p50/p95/p99 (one
+   thread): the very search the server runs for a request, since the server always
+   scopes to the caller's user (a row without the user filter is shown for reference);
 2. the same queries as ``POST /v1/search`` to ``mindfile serve`` running in its own
    process on the same file, over one keep-alive httpx client (bearer token on);
 3. throughput with C concurrent clients (threads, each its own keep-alive client) over
@@ -237,7 +239,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             with mindfile.open(db) as mem:
 
-                def local(q: str) -> Any:
+                def local(q: str) -> Any:  # exactly what the server runs for a request
+                    return mem.search(q, top_k=10, user_id="default")
+
+                def unscoped(q: str) -> Any:
                     return mem.search(q, top_k=10)
 
                 log("in-process search")
@@ -245,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 while mem.lexical is not None and mem.info().extra["lexical_index"] != "ready":
                     time.sleep(0.1)
                 rows.append({"path": "in-process", **pct(run_latency(local, qs))})
+                extra = {"path": "in-process, no user filter", **pct(run_latency(unscoped, qs))}
 
                 headers = {"Authorization": f"Bearer {TOKEN}"}
                 base = f"http://127.0.0.1:{port}"
@@ -300,6 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except subprocess.TimeoutExpired:
                 server.kill()
     overhead = rows[1]["p50_ms"] - rows[0]["p50_ms"]
+    rows.append(extra)
     result.update(
         latency=rows,
         concurrent=conc,
