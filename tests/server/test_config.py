@@ -98,6 +98,21 @@ def test_cli_refuses_a_public_address_without_auth(tmp_path: Path) -> None:
     assert not (tmp_path / "x.db").exists()  # refused before opening anything
 
 
+def test_cli_reports_a_bad_store_in_one_line(tmp_path: Path) -> None:
+    env = {"MINDFILE_API_TOKEN": ""}
+    missing = tmp_path / "missing.db"
+    result = CliRunner().invoke(cli, ["serve", "--db", str(missing), "--read-only"], env=env)
+    assert result.exit_code == 4, result.output  # NotFoundError
+    assert "error [not_found]" in result.output and "Traceback" not in result.output
+    with mindfile.open(tmp_path / "hash.db", embedder="hash"):
+        pass
+    result = CliRunner().invoke(
+        cli, ["serve", "--db", str(tmp_path / "hash.db"), "--embedder", "static"], env=env
+    )
+    assert result.exit_code == ConfigError.exit_code, result.output
+    assert "error [config]" in result.output
+
+
 def test_unauthenticated_server_answers_only_localhost(tmp_path: Path) -> None:
     with (
         mindfile.open(tmp_path / "open.db", embedder="hash") as mem,

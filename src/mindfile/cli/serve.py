@@ -7,9 +7,11 @@ command runs, so ``mindfile`` works without them.
 from __future__ import annotations
 
 import logging
+from typing import Literal
 
 import click
 
+import mindfile
 from mindfile.cli._common import db_option, embedder_option, run
 
 __all__ = ["serve"]
@@ -94,23 +96,30 @@ def serve(
         logging.basicConfig(
             level=log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s"
         )
-        settings = ServerSettings(
-            db_path=db_path,
-            auth=auth,
-            embedder=embedder,
-            read_only=read_only,
-            indexing="background" if indexing == "background" else "sync",
-            max_body_bytes=int(max_body_mb * 1024 * 1024),
-            threads=threads or default_threads(),
-            public_metrics=public_metrics,
-        )
-        where = f"unix:{uds}" if uds is not None else f"http://{host}:{port}"
-        click.echo(f"mindfile serve: {db_path} on {where}", err=True)
-        run_server(
-            settings,
-            host=host,
-            port=port,
-            uds=uds,
-            log_level=log_level,
-            access_log=not no_access_log,
-        )
+        mode: Literal["sync", "background"] = "background" if indexing == "background" else "sync"
+        # Opened here, so a missing file or a wrong embedder is a one-line error and an
+        # exit code; the server closes it at shutdown (before uvicorn re-raises SIGTERM).
+        engine = mindfile.open(db_path, embedder=embedder, read_only=read_only, indexing=mode)
+        try:
+            settings = ServerSettings(
+                db_path=db_path,
+                auth=auth,
+                indexing=mode,
+                max_body_bytes=int(max_body_mb * 1024 * 1024),
+                threads=threads or default_threads(),
+                public_metrics=public_metrics,
+                engine=engine,
+                close_engine=True,
+            )
+            where = f"unix:{uds}" if uds is not None else f"http://{host}:{port}"
+            click.echo(f"mindfile serve: {db_path} on {where}", err=True)
+            run_server(
+                settings,
+                host=host,
+                port=port,
+                uds=uds,
+                log_level=log_level,
+                access_log=not no_access_log,
+            )
+        finally:
+            engine.close()  # a no-op when the server closed it

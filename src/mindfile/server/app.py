@@ -87,7 +87,9 @@ class ServerSettings:
     """What :func:`create_app` needs.
 
     ``db_path`` is opened at startup with ``embedder``/``read_only``/``indexing`` and
-    closed at shutdown; or pass an open ``engine`` (the server then leaves it open).
+    closed at shutdown; or pass an open ``engine``, which the server closes at shutdown
+    only with ``close_engine=True`` (``mindfile serve`` opens the store itself first, so
+    a bad store is a one-line error before anything listens).
     ``indexing="background"`` also runs an :class:`~mindfile.jobs.IndexWorker`.
     ``public_metrics`` serves ``/metrics`` without a token.
     """
@@ -101,6 +103,7 @@ class ServerSettings:
     threads: int = field(default_factory=default_threads)
     public_metrics: bool = False
     engine: Mindfile | None = None
+    close_engine: bool = False
     #: Refuse requests whose ``Host`` is not a loopback name (DNS rebinding: a web page
     #: of evil.example resolving to 127.0.0.1). None: when there is no auth.
     loopback_hosts_only: bool | None = None
@@ -419,7 +422,7 @@ def create_app(settings: ServerSettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         limiter = anyio.to_thread.current_default_thread_limiter()
         limiter.total_tokens = settings.threads
-        owned = settings.engine is None
+        owned = settings.engine is None or settings.close_engine
         engine = settings.engine
         if engine is None:
             engine = await anyio.to_thread.run_sync(_open, settings)
