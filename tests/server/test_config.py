@@ -205,3 +205,18 @@ def test_background_indexing_worker_and_public_metrics(tmp_path: Path) -> None:
         hits = client.post("/v1/search", json={"query": "queued", "mode": "vector"}).json()
         assert hits["hits"][0]["text"] == "queued" and hits["degraded"] is None
         assert httpx.get(live.url + "/v1/sessions").status_code == 401  # only metrics are public
+
+
+def test_serve_without_the_extra_says_what_to_install() -> None:
+    code = (
+        "import sys; sys.modules['fastapi'] = None;"  # as if it were not installed
+        "from mindfile.cli.main import cli;"
+        "cli(['serve', '--db', ':memory:'])"
+    )
+    env = {**os.environ, "MINDFILE_API_TOKEN": ""}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 8, done.stderr  # BackendUnavailableError
+    assert 'pip install "mindfile[server]"' in done.stderr
+    assert "Traceback" not in done.stderr
