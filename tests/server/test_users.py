@@ -67,6 +67,13 @@ def test_search_never_crosses_users(two_users: LiveServer, route: str) -> None:
             assert mine in body.text
 
 
+def test_naming_another_users_session_in_a_search_finds_nothing(two_users: LiveServer) -> None:
+    with two_users.client(ALICE) as alice:
+        for sids in ("b-garden", ["b-garden", "memory:bob", "facts:bob"], "never-made"):
+            found = alice.post("/v1/search", json={"query": "garden gate", "session_id": sids})
+            assert found.status_code == 200 and found.json()["hits"] == [], sids
+
+
 def test_context_never_crosses_users(two_users: LiveServer) -> None:
     with two_users.client(ALICE) as alice:
         for sid in ("a-garden", "a-new-chat"):
