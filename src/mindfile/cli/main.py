@@ -408,6 +408,7 @@ _OPTIONAL_COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("mindfile.cli.cache", ("cache", "reembed")),
     ("mindfile.cli.mcp", ("mcp",)),
     ("mindfile.cli.sync", ("sync",)),
+    ("mindfile.cli.serve", ("serve",)),
 )
 
 
