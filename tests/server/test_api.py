@@ -3,6 +3,8 @@ scratchpad, summary; error mapping; OpenAPI; metrics."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
@@ -308,3 +310,18 @@ def test_metrics(server: LiveServer, alice: httpx.Client) -> None:
 def test_healthz(server: LiveServer) -> None:
     response = httpx.get(server.url + "/healthz")
     assert response.json() == {"status": "ok", "version": mindfile.__version__}
+
+
+def test_files_search(alice: httpx.Client, engine: mindfile.Mindfile, tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "deploy.md").write_text("# Deploy\n\nRun make release to ship the app.\n")
+    (folder / "notes.txt").write_text("release notes live in the wiki\n")
+    engine.sync([folder])
+    found = alice.post("/v1/files/search", json={"query": "make release", "top_k": 3}).json()
+    assert found["results"][0]["path"] == "deploy.md"
+    assert found["results"][0]["start_line"] == 1
+    only_txt = alice.post("/v1/files/search", json={"query": "release", "path": "*.txt"}).json()
+    assert [r["path"] for r in only_txt["results"]] == ["notes.txt"]
+    bad = alice.post("/v1/files/search", json={"query": 5})
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_input"

@@ -154,6 +154,14 @@ class NoteIn(_Body):
     ttl: float | None = Field(None, description="Seconds until the note expires.")
 
 
+class FilesSearchIn(_Body):
+    """Search the store's synced files (docs/files.md); ``path`` is a glob."""
+
+    query: str
+    path: str | None = None
+    top_k: int = 5
+
+
 class NoteSearchIn(_Body):
     """Hybrid search over the caller's notes (and facts)."""
 

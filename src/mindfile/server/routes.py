@@ -33,6 +33,7 @@ from mindfile.server.models import (
     EventsBatch,
     EventsBody,
     FactIn,
+    FilesSearchIn,
     NoteIn,
     NoteSearchIn,
     ScratchpadIn,
@@ -40,6 +41,8 @@ from mindfile.server.models import (
 )
 from mindfile.storage import log as _log
 from mindfile.storage.db import utcnow
+from mindfile.tools import ToolContext
+from mindfile.tools.memory_tools import files_search
 
 __all__ = ["ERROR_RESPONSES", "Caller", "build_router", "build_service_router", "own_session"]
 
@@ -276,6 +279,17 @@ def build_router() -> APIRouter:
             notes_session(caller.user), tags=tags, limit=limit, offset=offset
         )
         return reply({"notes": [n.to_dict() for n in notes]})
+
+    @router.post("/files/search", tags=["files"])
+    def search_files(body: FilesSearchIn, caller: CallerDep) -> Reply:
+        """Search the files synced into the store (``mindfile sync``): path and lines.
+
+        Synced files belong to the store, not to a user: every caller may search them.
+        """
+        args: dict[str, Any] = {"query": body.query, "top_k": body.top_k}
+        if body.path is not None:
+            args["path"] = body.path
+        return reply(files_search(caller.engine, args, ToolContext(caller.user, "http")))
 
     @router.post("/notes/search", tags=["notes"])
     def search_notes(body: NoteSearchIn, caller: CallerDep) -> Reply:
