@@ -23,6 +23,7 @@ import logging
 import math
 import random
 import re
+import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -97,10 +98,19 @@ class JsonPoster:
     def close(self) -> None:
         self._http.close()
 
-    def post(self, url: str, body: bytes, *, shown_url: str | None = None) -> httpx.Response:
+    def post(
+        self,
+        url: str,
+        body: bytes,
+        *,
+        shown_url: str | None = None,
+        abort: threading.Event | None = None,
+    ) -> httpx.Response:
         """The first successful response, or :class:`HttpFailure` after the retries.
 
-        ``shown_url`` is what logs and errors name (default ``url``).
+        ``shown_url`` is what logs and errors name (default ``url``). When ``abort`` is
+        set (another part of the same call failed for good), no retry is attempted and
+        a pending backoff sleep ends at once.
         """
         hx = import_httpx(self._extra)
         shown = shown_url or url
@@ -133,7 +143,7 @@ class JsonPoster:
                 if status != 429 and not 500 <= status <= 599:
                     raise failure
                 wait = retry_after(response.headers.get("retry-after"))
-            if attempts > self.max_retries:
+            if attempts > self.max_retries or (abort is not None and abort.is_set()):
                 raise failure
             delay = self._delay(attempts, wait)
             self._log.warning(
@@ -144,7 +154,10 @@ class JsonPoster:
                 self.max_retries + 1,
                 delay,
             )
-            time.sleep(delay)
+            if abort is None:
+                time.sleep(delay)
+            elif abort.wait(delay):
+                raise failure
 
     def redact(self, text: str) -> str:
         """``text`` without the secret or any bearer token."""

@@ -171,8 +171,13 @@ def test_specs_and_environment(server: EmbeddingServer, monkeypatch: pytest.Monk
     short.embed_documents(["x"])
     assert server.requests[-1].body["dimensions"] == 16
     monkeypatch.setenv("OLLAMA_HOST", server.url.removeprefix("http://"))
-    probe = resolve_embedder("ollama:my-model")
-    assert probe.dimensions == server.dims  # unknown model: learned by one probe call
+    asked = len(server.requests)
+    with pytest.raises(ConfigError, match="@768"):
+        resolve_embedder("ollama:my-model")  # unknown size: asked for, never probed
+    assert len(server.requests) == asked
+    sized = resolve_embedder(f"ollama:my-model:latest@{server.dims}")
+    assert sized.model_id == f"ollama/my-model@{server.dims}"  # ':latest' is the same model
+    sized.embed_documents(["x"])
     assert server.requests[-1].path == "/api/embed"
     monkeypatch.delenv("OPENAI_BASE_URL")
     monkeypatch.delenv("OPENAI_API_KEY")
@@ -219,3 +224,77 @@ def test_a_failing_provider(tmp_path: Path, server: EmbeddingServer) -> None:
         assert mem.search("provider", top_k=1, mode="fts")[0].text.startswith("kept")
         mem.db.execute("UPDATE memory_jobs SET next_retry_at = '0'")
         assert mem.run_jobs().succeeded == 2
+
+
+def test_an_environment_key_only_goes_where_the_environment_points(
+    server: EmbeddingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    d = server.dims
+    local = OpenAIEmbedder("text-embedding-3-small", base_url=server.url + "/v1", dimensions=d)
+    local.embed_documents(["x"])
+    assert "authorization" not in server.requests[-1].headers  # a code-given local URL
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+    named = OpenAIEmbedder("text-embedding-3-small", dimensions=d)
+    named.embed_documents(["x"])
+    assert server.requests[-1].headers["authorization"] == f"Bearer {KEY}"
+    explicit = OpenAIEmbedder(
+        "text-embedding-3-small", base_url=server.url + "/v1", api_key="k2", dimensions=d
+    )
+    explicit.embed_documents(["x"])
+    assert server.requests[-1].headers["authorization"] == "Bearer k2"
+
+
+def test_dimensions_are_sent_only_when_they_change_the_size(server: EmbeddingServer) -> None:
+    native = OpenAIEmbedder(
+        "text-embedding-ada-002", base_url=server.url + "/v1", api_key=KEY, dimensions=1536
+    )
+    assert native.dimensions == 1536
+    server.mode = "ok"
+    with pytest.raises(EmbeddingError):  # the test server's vectors are 16-d
+        native.embed_documents(["x"])
+    assert "dimensions" not in server.requests[-1].body
+
+
+def test_strings_overflow_and_bad_indexes_are_refused(server: EmbeddingServer) -> None:
+    from ._server import Failure
+
+    emb = make("openai", server, max_retries=0)
+    good = [[0.5] * server.dims]
+    for body, reason in (
+        ({"data": [{"index": 0, "embedding": ["0.5"] * server.dims}]}, "bad_response"),
+        ({"data": [{"index": 0, "embedding": [1e300] * server.dims}]}, "not_finite"),
+        (
+            {"data": [{"index": 0, "embedding": good[0]}, {"index": 0, "embedding": good[0]}]},
+            "bad_response",
+        ),
+    ):
+        server.failures.append(Failure(200, body))
+        with pytest.raises(EmbeddingError) as caught:
+            emb.embed_documents(["a", "b"][: len(body["data"])])
+        assert caught.value.details["reason"] == reason
+
+
+def test_blank_texts_are_sent_as_a_space(server: EmbeddingServer) -> None:
+    emb = make("openai", server)
+    assert emb.embed_documents(["", "   "]).shape == (2, server.dims)
+    assert server.requests[-1].body["input"] == [" ", " "]
+
+
+def test_a_final_error_does_not_wait_for_other_batches(server: EmbeddingServer) -> None:
+    from ._server import Failure
+
+    emb = make("openai", server, batch_size=1, max_concurrency=2, max_backoff=30.0)
+    server.failures.extend(
+        [Failure(429, {"error": "slow"}, {"Retry-After": "20"}), Failure(400, {"error": "bad"})]
+    )
+    start = time.monotonic()
+    with pytest.raises(EmbeddingError):
+        emb.embed_documents(["one", "two"])
+    assert time.monotonic() - start < 5
+
+
+def test_ollama_host_without_a_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OLLAMA_HOST", "gpu-box")
+    assert OllamaEmbedder("nomic-embed-text").base_url == "http://gpu-box:11434"

@@ -29,6 +29,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Literal
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -109,15 +110,31 @@ class RemoteEmbedder:
     ) -> None:
         if not isinstance(model, str) or not model.strip() or "@" in model:
             raise ConfigError(f"{self.provider} embedder needs a model name (without '@')")
-        self.model = model.strip()
-        self.base_url = check_base_url(base_url or self._env_base_url() or self.default_base_url)
-        self._api_key = check_api_key(api_key if api_key is not None else self._env_key())
+        self.model = _model_name(self.provider, model.strip())
+        env_url = self._env_base_url()
+        self.base_url = check_base_url(base_url or env_url or self.default_base_url)
+        # A key from the environment goes only where the environment points: the
+        # provider's own host or the URL the environment names, never to a base_url
+        # given in code (a local server must not receive a cloud key).
+        trusted = {check_base_url(self.default_base_url)}
+        if env_url:
+            trusted.add(check_base_url(env_url))
+        env_key = self._env_key() if self.base_url in trusted else None
+        self._api_key = check_api_key(api_key if api_key is not None else env_key)
         if self._api_key is None and self.key_required and self._needs_key():
             names = " or ".join(self.key_env)
             raise ConfigError(f"the {self.provider} embedder needs an API key: set {names}")
         known = KNOWN_DIMENSIONS.get(self.provider, {}).get(self.model)
-        self._requested_dims = _dims(dimensions)
-        self._dims: int | None = self._requested_dims or known
+        requested = _dims(dimensions)
+        if requested is None and known is None:
+            raise ConfigError(
+                f"the size of {self.provider} model {self.model!r} is not known: give it, "
+                f"e.g. '{self.provider}:{self.model}@768' or dimensions=768"
+            )
+        # Ask the server for a size only when it differs from the model's own (models
+        # without shortened embeddings, like ada-002, reject the parameter).
+        self._requested_dims = requested if requested is not None and requested != known else None
+        self._dims: int = requested if requested is not None else int(known or 0)
         self.batch_size = _int_in(batch_size or self.default_batch_size, 1, MAX_BATCH, "batch_size")
         self.max_batch_tokens = _int_in(max_batch_tokens, 1, 10_000_000, "max_batch_tokens")
         self.max_concurrency = _int_in(max_concurrency, 1, MAX_CONCURRENCY, "max_concurrency")
@@ -131,7 +148,6 @@ class RemoteEmbedder:
             logger=logger,
             extra=self.provider,
         )
-        self._probe_lock = threading.Lock()
 
     # -- the Embedder protocol -----------------------------------------------------------
 
@@ -141,12 +157,7 @@ class RemoteEmbedder:
 
     @property
     def dimensions(self) -> int:
-        """The vector size: given, known for the model, or learned by one probe call."""
-        if self._dims is None:
-            with self._probe_lock:
-                if self._dims is None:
-                    rows = self._call(["dimension probe"], "query")
-                    self._dims = len(rows[0])
+        """The vector size: given, or known for the model (never asked over the network)."""
         return self._dims
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
@@ -181,9 +192,20 @@ class RemoteEmbedder:
         if len(batches) == 1 or self.max_concurrency == 1:
             parts = [self._checked(b, kind, dims) for b in batches]
         else:
+            # Once one batch fails for good, the others stop retrying (a 400 must not
+            # wait out another batch's Retry-After).
+            abort = threading.Event()
+
+            def run(batch: list[str]) -> np.ndarray:
+                try:
+                    return self._checked(batch, kind, dims, abort)
+                except BaseException:
+                    abort.set()
+                    raise
+
             workers = min(self.max_concurrency, len(batches))
             with ThreadPoolExecutor(workers, thread_name_prefix="mindfile-embed") as pool:
-                parts = list(pool.map(lambda b: self._checked(b, kind, dims), batches))
+                parts = list(pool.map(run, batches))
         return normalize(np.concatenate(parts, axis=0))
 
     def _batches(self, texts: list[str]) -> list[list[str]]:
@@ -203,12 +225,24 @@ class RemoteEmbedder:
             out.append(current)
         return out
 
-    def _checked(self, batch: list[str], kind: InputType, dims: int) -> np.ndarray:
-        rows = self._call(batch, kind)
+    def _checked(
+        self,
+        batch: list[str],
+        kind: InputType,
+        dims: int,
+        abort: threading.Event | None = None,
+    ) -> np.ndarray:
+        rows = self._call(batch, kind, abort)
         if len(rows) != len(batch):
             raise self._error(
                 "wrong_count", f"sent {len(batch)} texts, got {len(rows)} vectors back"
             )
+        if not all(
+            isinstance(row, list)
+            and all(isinstance(x, int | float) and not isinstance(x, bool) for x in row)
+            for row in rows
+        ):
+            raise self._error("bad_response", "vectors must be lists of JSON numbers")
         try:
             matrix = np.asarray(rows, dtype=np.float64)
         except (TypeError, ValueError) as exc:
@@ -216,16 +250,24 @@ class RemoteEmbedder:
         if matrix.ndim != 2 or matrix.shape[1] != dims:
             got = matrix.shape[1] if matrix.ndim == 2 else "ragged"
             raise self._error("wrong_dimensions", f"expected {dims}-dimensional vectors, got {got}")
-        if not np.isfinite(matrix).all():
+        with np.errstate(over="ignore", invalid="ignore"):
+            single = matrix.astype(np.float32)
+        if not np.isfinite(single).all():
             raise self._error("not_finite", "the provider returned NaN or infinite values")
-        if not (np.linalg.norm(matrix, axis=1) > 0).all():
+        if not (np.linalg.norm(single, axis=1) > 0).all():
             raise self._error("bad_response", "the provider returned an all-zero vector")
-        return matrix.astype(np.float32)
+        return single
 
-    def _call(self, batch: list[str], kind: InputType) -> list[Any]:
+    def _call(
+        self, batch: list[str], kind: InputType, abort: threading.Event | None = None
+    ) -> list[Any]:
+        # Providers reject empty input; a blank text is sent as one space.
+        batch = [t if t.strip() else " " for t in batch]
         url, body = self._request(batch, kind)
         try:
-            response = self._http.post(url, _json_bytes(body), shown_url=self._shown(url))
+            response = self._http.post(
+                url, _json_bytes(body), shown_url=self._shown(url), abort=abort
+            )
         except HttpFailure as failure:
             raise self._error(
                 failure.reason, failure.message, attempts=failure.attempts, **failure.details
@@ -306,8 +348,7 @@ class OpenAIEmbedder(RemoteEmbedder):
         return self.base_url + "/embeddings", body
 
     def _vectors(self, data: Any) -> list[Any]:
-        items = sorted(data["data"], key=lambda d: int(d.get("index", 0)))
-        return [d["embedding"] for d in items]
+        return _indexed(data["data"])
 
 
 class OllamaEmbedder(RemoteEmbedder):
@@ -320,8 +361,13 @@ class OllamaEmbedder(RemoteEmbedder):
 
     def _env_base_url(self) -> str | None:
         host = os.environ.get("OLLAMA_HOST")
-        if host and "://" not in host:
+        if not host:
+            return None
+        if "://" not in host:
             host = "http://" + host
+        parts = urlsplit(host)
+        if parts.port is None and parts.hostname:
+            host = f"{parts.scheme}://{parts.hostname}:11434{parts.path}"
         return host
 
     def _request(self, batch: list[str], kind: InputType) -> tuple[str, dict[str, Any]]:
@@ -382,8 +428,7 @@ class VoyageEmbedder(RemoteEmbedder):
         return self.base_url + "/embeddings", body
 
     def _vectors(self, data: Any) -> list[Any]:
-        items = sorted(data["data"], key=lambda d: int(d.get("index", 0)))
-        return [d["embedding"] for d in items]
+        return _indexed(data["data"])
 
 
 PROVIDERS: dict[str, type[RemoteEmbedder]] = {
@@ -407,6 +452,28 @@ def from_spec(provider: str, arg: str) -> RemoteEmbedder:
 def _example(provider: str) -> str:
     known = KNOWN_DIMENSIONS.get(provider, {})
     return f"'{provider}:{next(iter(known))}'" if known else f"'{provider}:MODEL'"
+
+
+def _model_name(provider: str, model: str) -> str:
+    """One name per model: Ollama's ``name:latest`` is ``name``."""
+    if provider == "ollama" and model.endswith(":latest"):
+        return model[: -len(":latest")]
+    return model
+
+
+def _indexed(items: Any) -> list[Any]:
+    """Vectors in input order from ``[{"index": i, "embedding": [...]}, ...]``; every
+    index exactly once (a duplicate or missing index is a malformed answer)."""
+    if not isinstance(items, list):
+        raise TypeError("data is not a list")
+    indexes = [d.get("index") if isinstance(d, dict) else None for d in items]
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in indexes):
+        if all(i is None for i in indexes):
+            return [d["embedding"] for d in items]  # no indexes: the order as given
+        raise ValueError("bad index fields")
+    if sorted(indexes) != list(range(len(items))):  # type: ignore[type-var]
+        raise ValueError("duplicate or missing index fields")
+    return [d["embedding"] for _, d in sorted(zip(indexes, items, strict=True))]
 
 
 def _dims(value: Any) -> int | None:
