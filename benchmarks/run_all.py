@@ -54,6 +54,7 @@ BENCHES = (
     Bench("embedding_cache", "embedding_cache.py", (), ("--quick",)),
     Bench("embedders", "embedders.py", (), ("--texts", "64")),
     Bench("file_sync", "file_sync.py", (), ("--max-chars", "1000")),
+    Bench("http_latency", "http_latency.py", (), ("--quick",)),
     Bench(
         "locomo_onnx",
         "locomo.py",
