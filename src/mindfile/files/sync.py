@@ -52,7 +52,7 @@ __all__ = ["MAX_FILE_BYTES", "SyncReport", "root_session", "sync"]
 #: Files larger than this are skipped (``too large``); ``max_file_bytes=`` changes it.
 MAX_FILE_BYTES = 2 * 1024 * 1024
 #: Files whose chunks are embedded together (one prepare call).
-FILES_PER_BATCH = 64
+FILES_PER_BATCH = 16
 SESSION_PREFIX = "files:"
 #: Skip reasons that remove a previously indexed file from the index.
 PERMANENT = ("too large", "binary", "not UTF-8")
