@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -341,3 +342,25 @@ def test_build_context_includes_files_only_when_asked(mem: mindfile.Mindfile, tr
     ctx = mem.build_context("chat", "tram 28 in Lisbon", token_budget=800, config=cfg)
     files = [i for i in ctx.items if i.session_id == root_session(tree)]
     assert files and any("tram 28" in i.text for i in files)
+
+
+def test_watch_resyncs_after_a_change(mem: mindfile.Mindfile, tree: Path) -> None:
+    from mindfile.cli.sync import _watch
+
+    mem.sync([tree])
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(mem, [str(tree)], {}, True, stop))
+    watcher.start()
+    try:
+        time.sleep(0.5)  # let the watcher start
+        write(tree / "new.md", "a brand new note about zeppelins\n")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if mem.search("zeppelins", source="files", mode="fts"):
+                break
+            time.sleep(0.2)
+        assert mem.search("zeppelins", source="files", mode="fts")
+    finally:
+        stop.set()
+        watcher.join(10)
+    assert not watcher.is_alive()

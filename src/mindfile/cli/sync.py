@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,14 @@ def _print(r: SyncReport) -> None:
         click.echo(f"  ... and {len(r.skipped) - 20} more skipped")
 
 
-def _watch(mem: Any, paths: list[str], options: dict[str, Any], as_json: bool) -> None:
+def _watch(
+    mem: Any,
+    paths: list[str],
+    options: dict[str, Any],
+    as_json: bool,
+    stop: threading.Event | None = None,
+) -> None:
+    """Re-sync after every (debounced) change until Ctrl-C (or ``stop`` is set)."""
     try:
         import watchfiles
     except ImportError as exc:
@@ -98,7 +106,8 @@ def _watch(mem: Any, paths: list[str], options: dict[str, Any], as_json: bool) -
     roots = [str(Path(p).expanduser()) for p in paths]
     click.echo(f"watching {', '.join(roots)} (Ctrl-C to stop)", err=True)
     try:
-        for _changes in watchfiles.watch(*roots, debounce=1000, raise_interrupt=False):
+        changes = watchfiles.watch(*roots, debounce=1000, raise_interrupt=False, stop_event=stop)
+        for _changes in changes:
             again: SyncReport = mem.sync(paths, **options)
             if as_json:
                 emit(again, True)
