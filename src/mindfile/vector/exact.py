@@ -1,14 +1,36 @@
-"""The default vector index: exact cosine search over an in-memory numpy matrix.
+"""The default vector index: exact cosine search over in-memory numpy arrays.
 
 It mirrors ``chunks_vec``. Catching up is incremental: chunk ids only grow
 (AUTOINCREMENT), so new vectors are those above the highest id held; vectors that
 arrived out of id order, were rewritten or were deleted are re-read from
 ``chunks_vec_changes`` (a logged id that is gone from SQLite is dropped).
+
+Searching. Below :data:`QUANTIZE_FROM` vectors a search is one float32 matrix-vector
+product. That product reads 1 KB per 256-d vector and is memory-bound (~7 ms at 117k
+vectors on a 2-core machine), and numpy has no fast int8 or float16 kernels, so above it
+a search runs in three stages over compact codes of the *centred* vectors (the mean
+vector of the store subtracted: the bundled model's vectors share a large common
+component, which would otherwise swamp every code):
+
+1. sign bits of a fixed random projection (:data:`BITS` bits, 96 bytes a vector),
+   compared with the query's by Hamming distance (xor and popcount over all vectors);
+2. the closest :data:`SHORTLIST_FRACTION` of them (at least :data:`SHORTLIST_MIN`) are
+   scored with per-vector int8 codes, each with a bound on its quantisation error;
+3. every candidate whose upper bound reaches the k-th best lower bound (~20 of them) is
+   rescored with its float32 vector, and those exact scores are ranked as before.
+
+Stage 3 returns exactly the float32 top-k of the shortlist, with the float32 scores;
+stage 1 could in principle leave a true neighbour out of the shortlist. Measured on
+realistic chat text it never did (recall@10 vs float32 in benchmarks/README.md). The
+codes are built in a background thread when the index first grows past the threshold
+(or after a bulk load); searches use the float32 product until they are ready.
 """
 
 from __future__ import annotations
 
+import math
 import threading
+from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
@@ -18,25 +40,56 @@ from mindfile.embed.base import Vector
 from mindfile.storage.db import Database
 from mindfile.vector.base import (
     VectorFilter,
+    VectorRows,
     changes_since,
     fetch_rows,
     fetch_rows_after,
 )
 
-__all__ = ["ExactIndex"]
+__all__ = ["BITS", "QUANTIZE_FROM", "SHORTLIST_FRACTION", "SHORTLIST_MIN", "ExactIndex"]
 
 _G = TypeVar("_G", bound=np.generic)
 
+#: Vectors from which searches use the quantised stages (below, one float32 product).
+QUANTIZE_FROM = 20_000
+#: Sign bits per vector in stage 1 (a multiple of 64).
+BITS = 768
+#: Share of the searched vectors kept by stage 1, and its floor.
+SHORTLIST_FRACTION = 0.06
+SHORTLIST_MIN = 2_000
+#: The codes are fitted again (centre re-estimated) when the index has grown this much.
+REFIT_GROWTH = 2.0
+#: A catch-up that adds more rows than this drops the codes and rebuilds them in the
+#: background instead of encoding inline (a bulk load must not stall one search).
+_ENCODE_INLINE_MAX = 8_192
+_BLOCK = 2_048  # rows per block of stage 2 and of encoding: the float32 block stays in L2
+_SEED = 20_261_125  # fixed projection: every process encodes alike
+#: float32 rounding of a 256-term dot product, relative to |codes| * |query| (d * 2**-24
+#: for d up to 4096, rounded up): added to each error bound so stage 3 stays exact.
+_DOT_ROUNDING = 4096 * 2.0**-24
+#: ``np.bitwise_count`` (numpy >= 2.0) is stage 1's popcount; without it, float32 only.
+_HAS_POPCOUNT = hasattr(np, "bitwise_count")
+
 
 class ExactIndex:
-    """Brute-force exact top-k by matrix-vector product (BLAS)."""
+    """Exact top-k by cosine over in-memory vectors (float32, plus codes when large)."""
 
     name = "exact"
 
-    def __init__(self, db: Database, dims: int) -> None:
+    def __init__(
+        self,
+        db: Database,
+        dims: int,
+        *,
+        quantize_from: int = QUANTIZE_FROM,
+        background: bool = True,
+    ) -> None:
         self._db = db
         self._dims = dims
+        self._quantize_from = quantize_from
+        self._background = background
         self._lock = threading.Lock()
+        self._generation = 0  # bumped by every reset: a stale code build is dropped
         self._reset()
 
     def _reset(self) -> None:
@@ -49,6 +102,10 @@ class ExactIndex:
         self._changes_seen: int | None = None
         self._data_version: tuple[int, int] | None = None
         self._dirty = True
+        self._quant: _Codes | None = None
+        self._building = False
+        self._rewritten: list[int] = []  # positions rewritten while codes are being built
+        self._generation += 1
 
     # -- catching up --------------------------------------------------------------------
 
@@ -75,7 +132,9 @@ class ExactIndex:
         if changed is None:  # the change log was pruned past what we saw: reload all
             self._reset()
         before = self._max_id
-        batch = fetch_rows_after(self._db, before, self._dims)
+        batch = _load_all(self._db, self._dims) if before == 0 else None
+        if batch is None:
+            batch = fetch_rows_after(self._db, before, self._dims)
         if len(batch.ids):
             self._append(batch.ids, batch.matrix, self._codes_for(batch.sessions))
         # Ids above ``before`` were just read, after the log was: already current.
@@ -85,6 +144,7 @@ class ExactIndex:
         self._changes_seen = seen
         self._data_version = version
         self._dirty = False
+        self._maybe_build_codes()
 
     def _codes_for(self, sessions: list[str]) -> npt.NDArray[np.int32]:
         return np.fromiter(
@@ -101,6 +161,7 @@ class ExactIndex:
         positions = {int(held[i]): int(i) for i in hits}
         codes = self._codes_for(batch.sessions)
         fresh: list[int] = []
+        replaced: list[int] = []
         for j, rowid in enumerate(batch.ids.tolist()):
             at = positions.pop(int(rowid), None)
             if at is None:
@@ -108,6 +169,12 @@ class ExactIndex:
             else:
                 self._matrix[at] = batch.matrix[j]
                 self._codes[at] = codes[j]
+                replaced.append(at)
+        if replaced:
+            if self._quant is not None:
+                self._quant.encode_at(np.asarray(replaced), self._matrix[replaced])
+            if self._building:
+                self._rewritten.extend(replaced)
         if fresh:
             self._append(batch.ids[fresh], batch.matrix[fresh], codes[fresh])
         if positions:  # logged ids whose vector is gone
@@ -122,16 +189,26 @@ class ExactIndex:
         codes: npt.NDArray[np.int32],
     ) -> None:
         need = self._n + len(ids)
-        if need > len(self._ids):
-            cap = max(need, 2 * len(self._ids), 1024)
-            self._ids = _grow(self._ids, cap)
-            self._codes = _grow(self._codes, cap)
-            grown = np.zeros((cap, self._dims), dtype=np.float32)
-            grown[: self._n] = self._matrix[: self._n]
-            self._matrix = grown
-        self._ids[self._n : need] = ids
-        self._codes[self._n : need] = codes
-        self._matrix[self._n : need] = matrix
+        if self._n == 0 and need > len(self._ids):  # a first load: adopt, don't copy
+            self._ids = np.array(ids, dtype=np.int64)
+            self._codes = np.array(codes, dtype=np.int32)
+            self._matrix = np.require(matrix, np.float32, ["C", "W"])
+        else:
+            if need > len(self._ids):
+                cap = max(need, 2 * len(self._ids), 1024)
+                self._ids = _grow(self._ids, cap)
+                self._codes = _grow(self._codes, cap)
+                grown = np.zeros((cap, self._dims), dtype=np.float32)
+                grown[: self._n] = self._matrix[: self._n]
+                self._matrix = grown
+            self._ids[self._n : need] = ids
+            self._codes[self._n : need] = codes
+            self._matrix[self._n : need] = matrix
+        if self._quant is not None:
+            if len(ids) > _ENCODE_INLINE_MAX:
+                self._quant = None  # rebuilt in the background; float32 meanwhile
+            else:
+                self._quant.encode_range(self._n, matrix, len(self._ids))
         self._n = need
         self._max_id = max(self._max_id, int(ids.max()))
 
@@ -140,9 +217,71 @@ class ExactIndex:
         self._ids = self._ids[: self._n][keep].copy()
         self._codes = self._codes[: self._n][keep].copy()
         self._matrix = self._matrix[: self._n][keep].copy()
+        if self._quant is not None:
+            self._quant.compact(keep)
+        if self._building:  # positions moved: the build in flight is dropped
+            self._generation += 1
+            self._building = False
         self._n = n
         # The highest id may be gone: lower the mark so a re-inserted vector is fetched.
         self._max_id = int(self._ids.max()) if n else 0
+
+    # -- the codes ----------------------------------------------------------------------
+
+    def _maybe_build_codes(self) -> None:
+        """Start building codes when the index is large enough and has none (or has
+        grown ``REFIT_GROWTH`` times since they were fitted)."""
+        if self._building or self._n < self._quantize_from or not _HAS_POPCOUNT:
+            return
+        if self._quant is not None and self._n < REFIT_GROWTH * self._quant.fitted_on:
+            return
+        self._building = True
+        self._rewritten = []
+        args = (self._generation, self._matrix, self._n)
+        if self._background:
+            threading.Thread(
+                target=self._build_codes, args=args, name="mindfile-exact-codes", daemon=True
+            ).start()
+        else:
+            self._build_codes(*args, locked=True)
+
+    def _build_codes(
+        self, generation: int, matrix: npt.NDArray[np.float32], n: int, locked: bool = False
+    ) -> None:
+        """Fit and encode ``matrix[:n]`` (without the lock), then install the codes and
+        encode what arrived or changed meanwhile (with it)."""
+        try:
+            quant = _Codes.fit(matrix[:n], len(matrix), lambda: generation != self._generation)
+        except BaseException:
+            if not locked:
+                with self._lock:
+                    if generation == self._generation:
+                        self._building = False
+            raise
+        if quant is None:
+            return  # reset or closed meanwhile
+        if locked:
+            self._install(generation, quant, n)
+        else:
+            with self._lock:
+                self._install(generation, quant, n)
+
+    def _install(self, generation: int, quant: _Codes, n: int) -> None:
+        if generation != self._generation:
+            return  # reset or compacted since: the next catch-up starts over
+        self._building = False
+        if self._n - n > _ENCODE_INLINE_MAX:  # a bulk load arrived meanwhile: start over
+            self._maybe_build_codes()
+            return
+        quant.reserve(len(self._ids))
+        if self._n > n:
+            quant.encode_range(n, self._matrix[n : self._n], len(self._ids))
+        if self._rewritten:
+            at = np.unique(np.asarray(self._rewritten, dtype=np.intp))
+            at = at[at < n]
+            quant.encode_at(at, self._matrix[at])
+            self._rewritten = []
+        self._quant = quant
 
     # -- searching ----------------------------------------------------------------------
 
@@ -159,19 +298,24 @@ class ExactIndex:
             n = self._n
             if n == 0 or k <= 0:
                 return []
-            scores = self._matrix[:n] @ np.asarray(query, dtype=np.float32)
+            q = np.asarray(query, dtype=np.float32)
             mask = self._mask(where)
-            if mask is not None:
-                idx = np.flatnonzero(mask)
-                if len(idx) == 0:
-                    return []
-                scores = scores[idx]
+            idx = None if mask is None else np.flatnonzero(mask)
+            if idx is not None and len(idx) == 0:
+                return []
+            searched = n if idx is None else len(idx)
+            quant = self._quant
+            shortlist = max(SHORTLIST_MIN, math.ceil(SHORTLIST_FRACTION * searched))
+            if quant is not None and searched >= self._quantize_from and 4 * k <= shortlist:
+                rows = quant.search(q, k, n, mask, shortlist)
+                scores = self._matrix[rows] @ q
+            elif idx is None:
+                rows, scores = None, self._matrix[:n] @ q
             else:
-                idx = None
-            ids = self._ids[:n] if idx is None else self._ids[idx]
+                rows, scores = idx, self._matrix[idx] @ q
+            ids = self._ids[:n] if rows is None else self._ids[rows]
             top = _top_k(scores, ids, k)
-            rows = top if idx is None else idx[top]
-            return [(int(self._ids[r]), float(s)) for r, s in zip(rows, scores[top], strict=True)]
+            return [(int(i), float(s)) for i, s in zip(ids[top], scores[top], strict=True)]
 
     def _mask(self, where: VectorFilter | None) -> npt.NDArray[np.bool_] | None:
         if where is None:
@@ -188,6 +332,178 @@ class ExactIndex:
     def close(self) -> None:
         with self._lock:
             self._reset()
+
+
+class _Codes:
+    """Codes of the centred vectors, row ``i`` for the index's row ``i``: sign bits of a
+    random projection (stage 1), int8 with a per-vector scale (stage 2), and each
+    vector's bound on ``|(x - mean) . q - scale * (codes . q)| / |q|``."""
+
+    def __init__(self, mean: npt.NDArray[np.float32], fitted_on: int, cap: int) -> None:
+        dims = len(mean)
+        self.mean = mean
+        self.fitted_on = fitted_on
+        rng = np.random.default_rng(_SEED)
+        self.proj = rng.standard_normal((dims, BITS)).astype(np.float32)
+        self.bits = np.zeros((BITS // 64, cap), dtype=np.uint64)  # word-major: one xor a word
+        self.int8 = np.zeros((cap, dims), dtype=np.int8)
+        self.scale = np.zeros(cap, dtype=np.float32)
+        self.bound = np.zeros(cap, dtype=np.float32)
+        # Scratch for one search at a time (searches hold the index's lock).
+        self._scratch: dict[str, npt.NDArray[np.generic]] = {}
+
+    @classmethod
+    def fit(
+        cls, matrix: npt.NDArray[np.float32], cap: int, cancelled: Callable[[], bool]
+    ) -> _Codes | None:
+        """Codes centred on the mean of ``matrix``; None if ``cancelled()`` turns true."""
+        n = len(matrix)
+        mean = np.zeros(matrix.shape[1], dtype=np.float64)
+        for start in range(0, n, _BLOCK):
+            mean += matrix[start : start + _BLOCK].sum(axis=0, dtype=np.float64)
+        quant = cls((mean / max(n, 1)).astype(np.float32), n, cap)
+        for start in range(0, n, 16 * _BLOCK):
+            if cancelled():
+                return None
+            quant.encode_range(start, matrix[start : start + 16 * _BLOCK], cap)
+        return quant
+
+    def reserve(self, cap: int) -> None:
+        if cap > self.bits.shape[1]:
+            bits = np.zeros((self.bits.shape[0], cap), dtype=np.uint64)
+            bits[:, : self.bits.shape[1]] = self.bits
+            self.bits = bits
+            int8 = np.zeros((cap, self.int8.shape[1]), dtype=np.int8)
+            int8[: len(self.int8)] = self.int8
+            self.int8 = int8
+            self.scale = _grow(self.scale, cap)
+            self.bound = _grow(self.bound, cap)
+            self._scratch.clear()
+
+    def encode_range(self, start: int, rows: npt.NDArray[np.float32], cap: int) -> None:
+        """Encode ``rows`` as index rows ``start, start + 1, ...`` (growing to ``cap``)."""
+        self.reserve(cap)
+        for lo in range(0, len(rows), _BLOCK):
+            block = rows[lo : lo + _BLOCK]
+            self._encode(np.arange(start + lo, start + lo + len(block)), block)
+
+    def encode_at(self, at: npt.NDArray[np.intp], rows: npt.NDArray[np.float32]) -> None:
+        if len(at):
+            self._encode(at, rows)
+
+    def _encode(self, at: npt.NDArray[np.intp], rows: npt.NDArray[np.float32]) -> None:
+        centred = rows - self.mean
+        signs = np.packbits(centred @ self.proj > 0, axis=1)
+        self.bits[:, at] = signs.view(np.uint64).T
+        peak = np.abs(centred).max(axis=1)
+        scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+        codes = np.rint(centred / scale[:, None])
+        np.clip(codes, -127, 127, out=codes)
+        self.int8[at] = codes
+        centred -= codes * scale[:, None]  # the quantisation error
+        err = np.sqrt(np.einsum("ij,ij->i", centred, centred))
+        rounding = _DOT_ROUNDING * scale * np.sqrt(np.einsum("ij,ij->i", codes, codes))
+        self.scale[at] = scale
+        # Rounded up a little so float32 arithmetic in the bound itself cannot undercut.
+        self.bound[at] = (err + rounding) * (1 + 1e-5) + 1e-7
+
+    def compact(self, keep: npt.NDArray[np.bool_]) -> None:
+        n = len(keep)
+        self.bits = self.bits[:, :n][:, keep].copy()
+        self.int8 = self.int8[:n][keep].copy()
+        self.scale = self.scale[:n][keep].copy()
+        self.bound = self.bound[:n][keep].copy()
+        self._scratch.clear()
+
+    def _buffer(self, name: str, shape: tuple[int, ...], dtype: type[_G]) -> npt.NDArray[_G]:
+        buf = self._scratch.get(name)
+        if buf is None or buf.shape[0] < shape[0] or buf.dtype != dtype:
+            buf = np.empty(shape, dtype=dtype)
+            self._scratch[name] = buf
+        return buf[: shape[0]]  # type: ignore[return-value]
+
+    def search(
+        self,
+        q: npt.NDArray[np.float32],
+        k: int,
+        n: int,
+        mask: npt.NDArray[np.bool_] | None,
+        shortlist: int,
+    ) -> npt.NDArray[np.intp]:
+        """Rows holding the exact top ``k`` by ``q`` (a superset: rescore and rank them)."""
+        cand = self._shortlist(q, n, mask, shortlist)
+        return self._refine(q, k, cand)
+
+    def _shortlist(
+        self,
+        q: npt.NDArray[np.float32],
+        n: int,
+        mask: npt.NDArray[np.bool_] | None,
+        size: int,
+    ) -> npt.NDArray[np.intp]:
+        """Stage 1: the ``size`` rows (or a few more: ties) nearest ``q`` in Hamming
+        distance between sign codes, among the rows ``mask`` allows."""
+        qbits = np.packbits((q - self.mean) @ self.proj > 0).view(np.uint64)
+        dist = self._buffer("dist", (n,), np.uint16)
+        word = self._buffer("word", (n,), np.uint64)
+        count = self._buffer("count", (n,), np.uint8)
+        for w, qword in enumerate(qbits):
+            np.bitwise_xor(self.bits[w, :n], qword, out=word)
+            if w == 0:
+                np.bitwise_count(word, out=count)
+                dist[:] = count
+            else:
+                np.add(dist, np.bitwise_count(word, out=count), out=dist)
+        if mask is not None:
+            dist[~mask] = BITS + 1  # past any real distance
+        cumulative = np.cumsum(np.bincount(dist, minlength=BITS + 2))
+        cut = int(np.searchsorted(cumulative, size))
+        return np.flatnonzero(dist <= min(cut, BITS))
+
+    def _refine(
+        self, q: npt.NDArray[np.float32], k: int, cand: npt.NDArray[np.intp]
+    ) -> npt.NDArray[np.intp]:
+        """Stages 2-3: int8 scores of the shortlist with error bounds; the rows that can
+        still be in the top ``k`` (upper bound >= the k-th best lower bound)."""
+        m = len(cand)
+        if m <= k:
+            return cand
+        approx = np.empty(m, dtype=np.float32)
+        small = self._buffer("int8", (_BLOCK, len(q)), np.int8)
+        wide = self._buffer("float", (_BLOCK, len(q)), np.float32)
+        for lo in range(0, m, _BLOCK):
+            rows = cand[lo : lo + _BLOCK]
+            b = len(rows)
+            np.take(self.int8, rows, axis=0, out=small[:b])
+            np.copyto(wide[:b], small[:b], casting="unsafe")
+            np.matmul(wide[:b], q, out=approx[lo : lo + b])
+        approx *= self.scale[cand]
+        slack = self.bound[cand] * np.float32(np.linalg.norm(q) * (1 + 1e-6))
+        lower = approx - slack
+        kth = np.partition(lower, m - k)[m - k]
+        keep: npt.NDArray[np.intp] = cand[approx + slack >= kth]
+        return keep
+
+
+def _load_all(db: Database, dims: int) -> VectorRows | None:
+    """Every vector, read without joining ``chunks`` row by row (its pages hold the
+    text): sessions come from a covering index scan instead. None if the store is
+    empty. A full load after a cold open is ~2x faster this way."""
+    rows = db.query("SELECT chunk_rowid, embedding_blob FROM chunks_vec ORDER BY chunk_rowid")
+    if not rows:
+        return None
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    buf = bytearray().join(r[1] for r in rows)
+    del rows
+    matrix = np.frombuffer(buf, dtype="<f4").reshape(-1, dims).astype(np.float32, copy=False)
+    owners = db.query("SELECT id, session_id FROM chunks ORDER BY session_id")
+    chunk_ids = np.fromiter((r[0] for r in owners), dtype=np.int64, count=len(owners))
+    order = np.argsort(chunk_ids)
+    at = np.searchsorted(chunk_ids[order], ids)
+    if len(owners) == 0 or np.any(at >= len(owners)) or np.any(chunk_ids[order][at] != ids):
+        return fetch_rows_after(db, 0, dims)  # a vector without its chunk: the joined read
+    names = [owners[int(i)][1] for i in order[at]]
+    return VectorRows(ids, matrix, names)
 
 
 def _grow(arr: npt.NDArray[_G], cap: int) -> npt.NDArray[_G]:

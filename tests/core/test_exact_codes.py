@@ -1,0 +1,160 @@
+"""The exact index's quantised search (sign codes, then int8 with error bounds, then
+float32) must give the float32 answer: against the brute-force oracle with every
+vector in the shortlist, and stage by stage against numpy re-computations."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+import mindfile
+import mindfile.vector as vector_mod
+from mindfile.vector import exact
+from mindfile.vector.exact import ExactIndex, _Codes, _top_k
+
+from .test_vector_index import DIMS, IndexMachine, check, unit
+
+pytestmark = pytest.mark.skipif(not exact._HAS_POPCOUNT, reason="needs numpy >= 2.0")
+
+
+@pytest.fixture
+def codes_always(monkeypatch: pytest.MonkeyPatch) -> str:
+    """An ``exact-codes`` index: codes from the first vector, built inline, and every
+    vector in the shortlist (so the oracle's answer is required, not just likely)."""
+    factory = functools.partial(ExactIndex, quantize_from=1, background=False)
+    monkeypatch.setitem(vector_mod._INDEXES, "exact-codes", factory)
+    monkeypatch.setattr(exact, "SHORTLIST_FRACTION", 1.0)
+    monkeypatch.setattr(exact, "SHORTLIST_MIN", 1)
+    return "exact-codes"
+
+
+def test_quantised_search_matches_brute_force_oracle(codes_always: str) -> None:
+    machine = type("Machine_codes", (IndexMachine,), {"index_name": codes_always})
+    run_state_machine_as_test(
+        machine, settings=settings(max_examples=20, stateful_step_count=20, deadline=None)
+    )
+
+
+def test_codes_are_used_and_follow_writes(codes_always: str, db_path: Path) -> None:
+    with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=codes_always) as mem:
+        mem.store_many([(f"s{i % 3}", i // 3, f"memory {i}") for i in range(90)])
+        index = mem.index
+        assert isinstance(index, ExactIndex)
+        assert index.size() == 90
+        assert index._quant is not None
+        for seed in range(5):
+            check(mem, unit(seed), 10)
+            check(mem, unit(seed), 3, sessions=["s1"])
+        mem.forget("s0")
+        mem.store("s9", 1, "a late memory")
+        for seed in range(5):
+            check(mem, unit(seed), 7)
+        assert_codes_current(index)
+
+
+def assert_codes_current(index: ExactIndex) -> None:
+    """The held codes are what encoding the held float32 rows afresh gives."""
+    quant = index._quant
+    assert quant is not None
+    n = index._n
+    fresh = _Codes(quant.mean, quant.fitted_on, n)
+    fresh.encode_range(0, index._matrix[:n], n)
+    assert np.array_equal(quant.int8[:n], fresh.int8)
+    assert np.array_equal(quant.bits[:, :n], fresh.bits)
+    assert np.array_equal(quant.bound[:n], fresh.bound)
+
+
+def clustered(n: int, dims: int, seed: int) -> npt.NDArray[np.float32]:
+    """Unit vectors sharing a common direction, in tight clusters: many near-ties."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((20, dims))
+    x = 3.0 + centres[rng.integers(0, 20, n)] + 0.05 * rng.standard_normal((n, dims))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def hamming(quant: _Codes, q: npt.NDArray[np.float32], n: int) -> npt.NDArray[np.int64]:
+    qbits = np.unpackbits(np.packbits((q - quant.mean) @ quant.proj > 0))
+    rows = np.unpackbits(quant.bits[:, :n].T.copy().view(np.uint8), axis=1)
+    return (rows != qbits).sum(axis=1)
+
+
+@pytest.mark.parametrize("size", [1, 50, 999])
+def test_shortlist_is_nearest_in_hamming_distance(size: int) -> None:
+    x = clustered(3000, 64, seed=size)
+    quant = _Codes.fit(x, len(x), lambda: False)
+    assert quant is not None
+    rng = np.random.default_rng(size)
+    for trial in range(4):
+        q = x[rng.integers(len(x))] + 0.01 * rng.standard_normal(64).astype(np.float32)
+        mask = None if trial % 2 == 0 else rng.random(len(x)) < 0.5
+        got = quant._shortlist(q, len(x), mask, size)
+        dist = hamming(quant, q, len(x))
+        allowed = np.ones(len(x), bool) if mask is None else mask
+        ranked = np.sort(dist[allowed])
+        cut = ranked[min(size, len(ranked)) - 1]
+        assert np.array_equal(got, np.flatnonzero(allowed & (dist <= cut)))
+
+
+def test_refine_keeps_every_row_of_the_exact_top_k() -> None:
+    x = clustered(5000, 256, seed=1)
+    ids = np.arange(len(x), dtype=np.int64)
+    quant = _Codes.fit(x, len(x), lambda: False)
+    assert quant is not None
+    rng = np.random.default_rng(2)
+    for k in (1, 10, 150):
+        for _ in range(5):
+            q = x[rng.integers(len(x))] + 0.02 * rng.standard_normal(256).astype(np.float32)
+            q /= np.linalg.norm(q)
+            cand = np.arange(len(x))
+            rows = quant._refine(q, k, cand)
+            assert len(rows) < len(x) // 2  # the bounds prune
+            full = x @ q
+            expected = ids[_top_k(full, ids, k)]
+            sub = x[rows] @ q
+            got = ids[rows][_top_k(sub, ids[rows], k)]
+            assert np.array_equal(got, expected)
+
+
+def test_codes_build_in_background_while_threads_write(db_path: Path) -> None:
+    errors: list[BaseException] = []
+    with mindfile.open(db_path, embedder=f"hash:{DIMS}") as mem:
+        index = ExactIndex(mem.db, DIMS, quantize_from=50)
+        mem.index = index
+
+        def writer(session: str) -> None:
+            try:
+                for i in range(60):
+                    mem.store(session, i, f"{session} says thing {i}")
+                    mem.search(f"thing {i}", mode="vector")
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(f"t{n}",)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        deadline = time.monotonic() + 30
+        while index._quant is None or index._building:
+            assert time.monotonic() < deadline, "codes never built"
+            time.sleep(0.01)
+            index.size()
+        assert index.size() == 240
+        assert_codes_current(index)
+        mem.forget("t2")
+        assert index.size() == 180
+        assert_codes_current(index)
+        for seed in range(3):
+            hits = index.search(unit(seed), 10)
+            assert [h for h, _ in hits] == [
+                h for h, _ in ExactIndex(mem.db, DIMS).search(unit(seed), 10)
+            ]
