@@ -86,41 +86,51 @@ def hamming(quant: _Codes, q: npt.NDArray[np.float32], n: int) -> npt.NDArray[np
     return (rows != qbits).sum(axis=1)
 
 
-@pytest.mark.parametrize("size", [1, 50, 999])
-def test_shortlist_is_nearest_in_hamming_distance(size: int) -> None:
-    x = clustered(3000, 64, seed=size)
+def test_distances_are_hamming_distances() -> None:
+    x = clustered(3000, 64, seed=3)
     quant = _Codes.fit(x, len(x), lambda: False)
     assert quant is not None
-    rng = np.random.default_rng(size)
+    rng = np.random.default_rng(3)
     for trial in range(4):
         q = x[rng.integers(len(x))] + 0.01 * rng.standard_normal(64).astype(np.float32)
         mask = None if trial % 2 == 0 else rng.random(len(x)) < 0.5
-        got = quant._shortlist(q, len(x), mask, size)
-        dist = hamming(quant, q, len(x))
-        allowed = np.ones(len(x), bool) if mask is None else mask
-        ranked = np.sort(dist[allowed])
-        cut = ranked[min(size, len(ranked)) - 1]
-        assert np.array_equal(got, np.flatnonzero(allowed & (dist <= cut)))
+        got = quant._distances(q, len(x), mask).astype(np.int64)
+        expected = hamming(quant, q, len(x))
+        if mask is not None:
+            expected[~mask] = exact.BITS + 1
+        assert np.array_equal(got, expected)
 
 
-def test_refine_keeps_every_row_of_the_exact_top_k() -> None:
+@pytest.mark.parametrize("k", [1, 10, 150])
+def test_bounds_keep_every_row_of_the_exact_top_k(k: int) -> None:
     x = clustered(5000, 256, seed=1)
     ids = np.arange(len(x), dtype=np.int64)
     quant = _Codes.fit(x, len(x), lambda: False)
     assert quant is not None
     rng = np.random.default_rng(2)
-    for k in (1, 10, 150):
-        for _ in range(5):
-            q = x[rng.integers(len(x))] + 0.02 * rng.standard_normal(256).astype(np.float32)
-            q /= np.linalg.norm(q)
-            cand = np.arange(len(x))
-            rows = quant._refine(q, k, cand)
-            assert len(rows) < len(x) // 2  # the bounds prune
-            full = x @ q
-            expected = ids[_top_k(full, ids, k)]
-            sub = x[rows] @ q
-            got = ids[rows][_top_k(sub, ids[rows], k)]
-            assert np.array_equal(got, expected)
+    for trial in range(6):
+        q = x[rng.integers(len(x))] + 0.02 * rng.standard_normal(256).astype(np.float32)
+        q /= np.linalg.norm(q)
+        mask = None if trial % 2 == 0 else rng.random(len(x)) < 0.7
+        allowed = np.arange(len(x)) if mask is None else np.flatnonzero(mask)
+        rows = quant.search(q, k, len(x), mask, len(x))  # every allowed row shortlisted
+        assert len(rows) < len(allowed) // 2  # the bounds prune
+        assert set(rows) <= set(allowed)
+        expected = allowed[_top_k(x[allowed] @ q, ids[allowed], k)]
+        got = rows[_top_k(x[rows] @ q, ids[rows], k)]
+        assert np.array_equal(got, expected)
+
+
+def test_a_short_shortlist_still_finds_close_neighbours() -> None:
+    x = clustered(6000, 256, seed=4)
+    ids = np.arange(len(x), dtype=np.int64)
+    quant = _Codes.fit(x, len(x), lambda: False)
+    assert quant is not None
+    q = x[17]
+    rows = quant.search(q, 5, len(x), None, 600)
+    got = rows[_top_k(x[rows] @ q, ids[rows], 5)]
+    assert got[0] == 17
+    assert len(rows) < 1200
 
 
 def test_codes_build_in_background_while_threads_write(db_path: Path) -> None:

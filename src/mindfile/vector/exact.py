@@ -57,6 +57,8 @@ BITS = 768
 #: Share of the searched vectors kept by stage 1, and its floor.
 SHORTLIST_FRACTION = 0.06
 SHORTLIST_MIN = 2_000
+_EDGE = 0.2  # the shortlist's outer fifth (by distance) decides whether it is widened
+_GROWTH = 2.0  # ... to this many times its size, once
 #: The codes are fitted again (centre re-estimated) when the index has grown this much.
 REFIT_GROWTH = 2.0
 #: A catch-up that adds more rows than this drops the codes and rebuilds them in the
@@ -430,19 +432,41 @@ class _Codes:
         mask: npt.NDArray[np.bool_] | None,
         shortlist: int,
     ) -> npt.NDArray[np.intp]:
-        """Rows holding the exact top ``k`` by ``q`` (a superset: rescore and rank them)."""
-        cand = self._shortlist(q, n, mask, shortlist)
-        return self._refine(q, k, cand)
+        """Rows that can hold the top ``k`` by ``q``, among the rows ``mask`` allows (a
+        superset of the float32 top ``k`` of the shortlist: rescore and rank them).
 
-    def _shortlist(
-        self,
-        q: npt.NDArray[np.float32],
-        n: int,
-        mask: npt.NDArray[np.bool_] | None,
-        size: int,
-    ) -> npt.NDArray[np.intp]:
-        """Stage 1: the ``size`` rows (or a few more: ties) nearest ``q`` in Hamming
-        distance between sign codes, among the rows ``mask`` allows."""
+        Stage 1 keeps the ``shortlist`` rows nearest in Hamming distance (whole distance
+        buckets, so a few more); stage 2 scores them with int8 codes. If a row of the
+        shortlist's outer fifth (by distance) can still reach the top ``k``, the boundary
+        is live and the shortlist doubles once (the rows added are scored too).
+        """
+        dist = self._distances(q, n, mask)
+        cumulative = np.cumsum(np.bincount(dist, minlength=BITS + 2))
+        cut = min(int(np.searchsorted(cumulative, shortlist)), BITS)
+        cand = np.flatnonzero(dist <= cut)
+        approx, slack = self._approx(q, cand)
+        if len(cand) <= k:
+            return cand
+        kth = _kth_largest(approx - slack, k)
+        if cut < BITS:
+            inner = int(np.searchsorted(cumulative, (1 - _EDGE) * shortlist))
+            edge = dist[cand] > inner
+            if np.any(approx[edge] + slack[edge] >= kth):
+                wider = min(int(np.searchsorted(cumulative, _GROWTH * shortlist)), BITS)
+                more = np.flatnonzero((dist > cut) & (dist <= wider))
+                more_approx, more_slack = self._approx(q, more)
+                cand = np.concatenate([cand, more])
+                approx = np.concatenate([approx, more_approx])
+                slack = np.concatenate([slack, more_slack])
+                kth = _kth_largest(approx - slack, k)
+        keep: npt.NDArray[np.intp] = cand[approx + slack >= kth]
+        return keep
+
+    def _distances(
+        self, q: npt.NDArray[np.float32], n: int, mask: npt.NDArray[np.bool_] | None
+    ) -> npt.NDArray[np.uint16]:
+        """Stage 1: Hamming distance of every row's sign code to the query's (rows that
+        ``mask`` excludes get ``BITS + 1``, past any real distance)."""
         qbits = np.packbits((q - self.mean) @ self.proj > 0).view(np.uint64)
         dist = self._buffer("dist", (n,), np.uint16)
         word = self._buffer("word", (n,), np.uint64)
@@ -455,34 +479,31 @@ class _Codes:
             else:
                 np.add(dist, np.bitwise_count(word, out=count), out=dist)
         if mask is not None:
-            dist[~mask] = BITS + 1  # past any real distance
-        cumulative = np.cumsum(np.bincount(dist, minlength=BITS + 2))
-        cut = int(np.searchsorted(cumulative, size))
-        return np.flatnonzero(dist <= min(cut, BITS))
+            dist[~mask] = BITS + 1
+        return dist
 
-    def _refine(
-        self, q: npt.NDArray[np.float32], k: int, cand: npt.NDArray[np.intp]
-    ) -> npt.NDArray[np.intp]:
-        """Stages 2-3: int8 scores of the shortlist with error bounds; the rows that can
-        still be in the top ``k`` (upper bound >= the k-th best lower bound)."""
-        m = len(cand)
-        if m <= k:
-            return cand
+    def _approx(
+        self, q: npt.NDArray[np.float32], rows: npt.NDArray[np.intp]
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        """Stage 2: ``(x - mean) . q`` of ``rows`` from their int8 codes, and each one's
+        error bound (the true value is within ``approx +- slack``)."""
+        m = len(rows)
         approx = np.empty(m, dtype=np.float32)
         small = self._buffer("int8", (_BLOCK, len(q)), np.int8)
         wide = self._buffer("float", (_BLOCK, len(q)), np.float32)
         for lo in range(0, m, _BLOCK):
-            rows = cand[lo : lo + _BLOCK]
-            b = len(rows)
-            np.take(self.int8, rows, axis=0, out=small[:b])
+            block = rows[lo : lo + _BLOCK]
+            b = len(block)
+            np.take(self.int8, block, axis=0, out=small[:b])
             np.copyto(wide[:b], small[:b], casting="unsafe")
             np.matmul(wide[:b], q, out=approx[lo : lo + b])
-        approx *= self.scale[cand]
-        slack = self.bound[cand] * np.float32(np.linalg.norm(q) * (1 + 1e-6))
-        lower = approx - slack
-        kth = np.partition(lower, m - k)[m - k]
-        keep: npt.NDArray[np.intp] = cand[approx + slack >= kth]
-        return keep
+        approx *= self.scale[rows]
+        slack = self.bound[rows] * np.float32(np.linalg.norm(q) * (1 + 1e-6))
+        return approx, slack
+
+
+def _kth_largest(values: npt.NDArray[np.float32], k: int) -> float:
+    return float(np.partition(values, len(values) - k)[len(values) - k])
 
 
 def _load_all(db: Database, dims: int) -> VectorRows | None:
