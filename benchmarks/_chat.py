@@ -53,9 +53,7 @@ class ChatCorpus:
 
     def __init__(self, path: Path, seed: int = 7) -> None:
         if not path.is_file():
-            raise SystemExit(
-                f"LoCoMo data not found at {path}: pass --locomo PATH (locomo10.json)"
-            )
+            raise SystemExit(f"LoCoMo data not found at {path}: pass --locomo PATH (locomo10.json)")
         self.path = path.resolve()
         self.sentences, questions = load_locomo(path)
         random.Random(seed).shuffle(questions)
