@@ -5,7 +5,7 @@ It mirrors ``chunks_vec``. Catching up is incremental: chunk ids only grow
 arrived out of id order, were rewritten or were deleted are re-read from
 ``chunks_vec_changes`` (a logged id that is gone from SQLite is dropped).
 
-Searching. Below :data:`QUANTIZE_FROM` vectors a search is one float32 matrix-vector
+Searching. Below :data:`QUANTIZE_FROM` vectors (40k) a search is one float32 matrix-vector
 product. That product reads 1 KB per 256-d vector and is memory-bound (~7 ms at 117k
 vectors on a 2-core machine), and numpy has no fast int8 or float16 kernels, so above it
 a search runs in three stages over compact codes of the *centred* vectors (the mean
@@ -51,12 +51,12 @@ __all__ = ["BITS", "QUANTIZE_FROM", "SHORTLIST_FRACTION", "SHORTLIST_MIN", "Exac
 _G = TypeVar("_G", bound=np.generic)
 
 #: Vectors from which searches use the quantised stages (below, one float32 product).
-QUANTIZE_FROM = 20_000
+QUANTIZE_FROM = 40_000
 #: Sign bits per vector in stage 1 (a multiple of 64).
 BITS = 768
 #: Share of the searched vectors kept by stage 1, and its floor.
 SHORTLIST_FRACTION = 0.06
-SHORTLIST_MIN = 2_000
+SHORTLIST_MIN = 4_000
 _EDGE = 0.2  # the shortlist's outer fifth (by distance) decides whether it is widened
 _GROWTH = 2.0  # ... to this many times its size, once
 #: The codes are fitted again (centre re-estimated) when the index has grown this much.
