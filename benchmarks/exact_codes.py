@@ -97,6 +97,31 @@ def compare(
     }
 
 
+def hybrid_identity(store: Path, questions: list[str]) -> dict[str, Any]:
+    """End to end: ``search(q)`` (hybrid, top 10) with the codes and with the float32
+    product only; how often the ranked chunk lists are the same."""
+    import functools
+
+    import mindfile.vector as vector_mod
+
+    vector_mod._INDEXES["exact-float32"] = functools.partial(ExactIndex, quantize_from=1 << 62)
+    answers = {}
+    for name in ("exact", "exact-float32"):
+        with mindfile.open(store, vector_index=name) as eng:  # searches only
+            lexical = getattr(eng, "lexical", None)
+            if lexical is not None:
+                lexical.size()
+            eng.index.size()
+            while getattr(eng.index, "_building", False):
+                time.sleep(0.02)
+            answers[name] = [[h.chunk_id for h in eng.search(q)] for q in questions]
+    same = [a == b for a, b in zip(answers["exact"], answers["exact-float32"], strict=True)]
+    sets = [
+        set(a) == set(b) for a, b in zip(answers["exact"], answers["exact-float32"], strict=True)
+    ]
+    return {"questions": len(questions), "identical_lists": sum(same), "same_sets": sum(sets)}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--store", type=Path, required=True, help="a store to read vectors from")
@@ -106,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--bits", type=int, default=None, help=f"override BITS ({exact.BITS})")
     p.add_argument("--fraction", type=float, default=None, help="override SHORTLIST_FRACTION")
     p.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
+    p.add_argument("--hybrid", action="store_true", help="also compare search() end to end")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if args.bits is not None:
@@ -154,8 +180,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(rows[-1], file=sys.stderr, flush=True)
             plain.close()
             coded.close()
+    hybrid = None
+    if args.hybrid:
+        hybrid = hybrid_identity(args.store, ChatCorpus(args.locomo).queries(args.queries))
+        print(f"hybrid search, top 10, codes vs float32 only: {hybrid}")
     report = {
         "benchmark": "mindfile-exact-codes",
+        "hybrid": hybrid,
         "machine": machine_info(),
         "config": {
             "store": str(args.store),

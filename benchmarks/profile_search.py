@@ -87,9 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             eng.search(q, mode=args.mode)
         with tempfile.TemporaryDirectory() as tmp:
             raw = args.keep or Path(tmp) / "raw.txt"
+            command = [spy, "record", "--pid", str(os.getpid()), "--rate", str(args.rate)]
+            command += ["--format", "raw", "--output", str(raw), "--nonblocking"]
             sampler = subprocess.Popen(
-                [spy, "record", "--pid", str(os.getpid()), "--rate", str(args.rate)]
-                + ["--format", "raw", "--output", str(raw), "--nonblocking"],
+                command,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
