@@ -91,7 +91,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
     stop = threading.Event()
 
     def sample() -> None:
-        while not stop.wait(1.0):
+        while not stop.wait(5.0):  # reading smaps_rollup is not free
             mem_series.append({"t": time.time() - start, **memory()})
 
     results: list[list[tuple[str, float, float, float, str | None]]] = []
