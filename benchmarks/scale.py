@@ -303,9 +303,7 @@ def bench_index(index: str, args: argparse.Namespace, workdir: Path) -> dict[str
         qs = [take(args.queries) for _ in range(args.cold_repeats)]
         out["cold"] = cold_runs(path, index, qs)
     out["memory"] = []
-    for procs in sorted({1, args.procs}):
-        if procs <= 0:
-            continue
+    for procs in sorted({1, args.procs}) if args.procs > 0 else []:
         log(f"[{index}] memory of {procs} process(es) searching at once")
         out["memory"].append(memory_runs(path, index, take(100), procs))
     return out
@@ -321,7 +319,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=200, help="messages per store_many call")
     p.add_argument("--sessions", type=int, default=1000, help="sessions the messages go to")
     p.add_argument("--cold-repeats", type=int, default=3, help="fresh processes (0: skip)")
-    p.add_argument("--procs", type=int, default=4, help="processes for the memory run")
+    p.add_argument("--procs", type=int, default=4, help="processes for the memory run (0: skip it)")
     p.add_argument("--store", type=Path, default=None, help="reuse this store (no ingest)")
     p.add_argument("--workdir", type=Path, default=None, help="keep the stores here")
     p.add_argument("--seed", type=int, default=7)

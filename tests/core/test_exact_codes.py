@@ -168,3 +168,31 @@ def test_codes_build_in_background_while_threads_write(db_path: Path) -> None:
             assert [h for h, _ in hits] == [
                 h for h, _ in ExactIndex(mem.db, DIMS).search(unit(seed), 10)
             ]
+
+
+def test_threads_searching_at_once_get_the_single_thread_answers(
+    codes_always: str, db_path: Path
+) -> None:
+    with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=codes_always) as mem:
+        mem.store_many([(f"s{i % 5}", i // 5, f"memory {i}") for i in range(300)])
+        index = mem.index
+        queries = [unit(seed) for seed in range(40)]
+        expected = [index.search(q, 10) for q in queries]
+        assert isinstance(index, ExactIndex) and index._quant is not None
+        errors: list[BaseException] = []
+
+        def searcher(offset: int) -> None:
+            try:
+                for round_ in range(5):
+                    for i in range(len(queries)):
+                        j = (i + offset + round_) % len(queries)
+                        assert index.search(queries[j], 10) == expected[j]
+            except BaseException as exc:  # surfaced below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=searcher, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
