@@ -69,9 +69,10 @@ _ENCODE_INLINE_MAX = 8_192
 _PAGE = 16_384  # vectors per query of a full load
 _BLOCK = 2_048  # rows per block of stage 2 and of encoding: the float32 block stays in L2
 _SEED = 20_261_125  # fixed projection: every process encodes alike
-#: float32 rounding of a 256-term dot product, relative to |codes| * |query| (d * 2**-24
-#: for d up to 4096, rounded up): added to each error bound so stage 3 stays exact.
-_DOT_ROUNDING = 4096 * 2.0**-24
+#: float32 rounding of a d-term dot product, in any summation order, is at most about
+#: d * 2**-24 of |codes| * |query|; twice that is added to each error bound so that
+#: rounding cannot make stage 3 drop a row.
+_DOT_ROUNDING = 2 * 2.0**-24
 #: ``np.bitwise_count`` (numpy >= 2.0) is stage 1's popcount; without it, float32 only.
 _HAS_POPCOUNT = hasattr(np, "bitwise_count")
 _HAS_VECDOT = hasattr(np, "vecdot")
@@ -408,7 +409,9 @@ class _Codes:
         self.int8[at] = codes
         centred -= codes * scale[:, None]  # the quantisation error
         err = np.sqrt(np.einsum("ij,ij->i", centred, centred))
-        rounding = _DOT_ROUNDING * scale * np.sqrt(np.einsum("ij,ij->i", codes, codes))
+        rounding = (
+            len(self.mean) * _DOT_ROUNDING * scale * np.sqrt(np.einsum("ij,ij->i", codes, codes))
+        )
         self.scale[at] = scale
         # Rounded up a little so float32 arithmetic in the bound itself cannot undercut.
         self.bound[at] = (err + rounding) * (1 + 1e-5) + 1e-7
