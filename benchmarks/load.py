@@ -342,6 +342,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Open-loop mixed load (latency from the scheduled arrival)",
         file=out,
     )
+    series = [
+        {"rate": r["rate"], **{f"t={p['t']}s": p["rss_mb_total"] for p in r["rss_series"]}}
+        for r in rows
+    ]
+    columns = list(dict.fromkeys(k for row in series for k in row))
+    print_table(series, columns, "RSS of all load processes over the run, MB", file=out)
     if args.json:
         emit_json(report)
     return 0
