@@ -169,7 +169,13 @@ def scrambled(text: str) -> int:
     return (len(text) * 7919) % 13
 
 
-COUNTERS: list[Callable[[str], int]] = [estimate_tokens, words, len, scrambled]
+def superadditive(text: str) -> int:
+    """Longer messages cost more than their parts: the packer's bound (a line adds its
+    own tokens plus one) fails, and it must fall back to measuring every step."""
+    return len(text) ** 2 // 400
+
+
+COUNTERS: list[Callable[[str], int]] = [estimate_tokens, words, len, scrambled, superadditive]
 _text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=300)
 _payload = st.one_of(
     _text,

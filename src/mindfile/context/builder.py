@@ -386,6 +386,35 @@ class _Packer:
         self._fill(cap)
 
     def _fill(self, cap: int) -> None:
+        """Accept pool memories in rank order while the memories message fits ``cap``.
+
+        Measuring the whole message for every candidate is quadratic (70 memories at a
+        4,000-token budget: 2,500 counts of a growing message). A line usually adds at
+        most its own tokens plus one for its newline, so that bound decides first and
+        the exact count confirms once; a counter for which the bound does not hold
+        falls back to measuring every step.
+        """
+        before = [m.accepted for m in self.pool]
+        accepted = [m for m in self.pool if m.accepted]
+        cost = self._block_cost(accepted)
+        for mem in self.pool:
+            if mem.accepted:
+                continue
+            grown = self._block_cost([mem]) if not accepted else cost + self.counter(mem.line) + 1
+            if grown <= cap:
+                mem.accepted = True
+                accepted.append(mem)
+                cost = grown
+        if self._block_cost(accepted) > cap:
+            for mem, was in zip(self.pool, before, strict=True):
+                mem.accepted = was
+            self._fill_exact(cap)
+            return
+        used = self._block_cost(accepted)
+        self.left -= used - self.memory_cost
+        self.memory_cost = used
+
+    def _fill_exact(self, cap: int) -> None:
         for mem in self.pool:
             if mem.accepted:
                 continue
@@ -450,9 +479,18 @@ class _Packer:
         accepted = [m for m in self.pool if m.accepted]
         items = list(self.items_head)
         messages = [*head, *self.messages_head]
+        # Item tokens: the growth of the message as each memory joins it, by a bound
+        # (the line's tokens plus its newline) corrected on the last item so that the
+        # items add up exactly to the message's cost.
         before = 0
+        total = self._block_cost(accepted)
         for i, mem in enumerate(accepted, start=1):
-            after = self._block_cost(accepted[:i])
+            if i == len(accepted):
+                after = total
+            elif i == 1:
+                after = self._block_cost(accepted[:1])
+            else:
+                after = min(before + self.counter(mem.line) + 1, total)
             items.append(_memory_item(mem.ranked, mem.source, mem.reason, after - before))
             before = after
         if accepted:
