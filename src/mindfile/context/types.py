@@ -171,8 +171,8 @@ class ContextItem:
     prompt: for memories, the growth of the memories message when it was added (the
     first carries the message's header and framing; the middle ones are counted as
     their line plus its newline, the last takes the remainder), so the items' tokens
-    sum exactly to the context's. ``sequence`` is the event's sequence for turns and the chunk's last
-    event for memories. ``explain`` holds the rerank terms for memories.
+    sum exactly to the context's. ``sequence`` is the event's sequence for turns and
+    the chunk's last event for memories. ``explain`` holds the rerank terms for memories.
     """
 
     source: ItemSource
