@@ -188,6 +188,23 @@ def test_k_larger_than_the_store_and_zero(index_name: str) -> None:
         check(mem, unit(4), 3, rowids=[])
 
 
+def test_zero_vector_scores_zero(index_name: str, db_path: Path) -> None:
+    """The bundled model embeds text without a known token (an emoji) as all zeros."""
+    with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=index_name) as mem:
+        fill(mem, 12)
+        mem.store("z", 1, "\U0001f9d8")
+        rowid = int(mem.db.scalar("SELECT id FROM chunks WHERE session_id = 'z'"))
+        with mem.db.atomic():
+            mem.db.execute(
+                "UPDATE chunks_vec SET embedding_blob = ? WHERE chunk_rowid = ?",
+                (np.zeros(DIMS, dtype="<f4").tobytes(), rowid),
+            )
+        got = dict(mem.index.search(unit(3), 50))
+        assert got[rowid] == 0.0
+        check(mem, unit(3), 50)
+        check(mem, unit(4), 13, sessions=["z", "a"])
+
+
 def test_rebuild_gives_the_same_results(index_name: str, db_path: Path) -> None:
     with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=index_name) as mem:
         fill(mem, 60)

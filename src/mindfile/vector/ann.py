@@ -173,6 +173,10 @@ class Manifest:
     changes_seq: int
     count: int
     built_at: str
+    #: Ids of all-zero vectors (an embedder's answer for text without a known token):
+    #: they have no cosine distance, so the ANN search cannot rank them; every search
+    #: adds them to the candidates (the rescoring gives them 0.0).
+    zeros: tuple[int, ...] = ()
     format: int = FORMAT
 
     @classmethod
@@ -180,6 +184,7 @@ class Manifest:
         """The manifest at ``path``; None when missing or unreadable (rebuild)."""
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
+            data["zeros"] = tuple(int(z) for z in data.get("zeros", ()))
             manifest = cls(**data)
         except FileNotFoundError:
             return None
@@ -418,13 +423,16 @@ class AnnIndex:
 
     def _identity(self) -> tuple[str, str]:
         """The store's id for the manifests (made once) and its embedding model."""
-        with self._db.atomic():
-            self._db.execute(
-                "INSERT OR IGNORE INTO store_meta (key, value) VALUES (?, ?)",
-                (STORE_ID_KEY, uuid.uuid4().hex),
-            )
-            store = self._db.scalar("SELECT value FROM store_meta WHERE key = ?", (STORE_ID_KEY,))
-            model = self._db.scalar("SELECT value FROM store_meta WHERE key = 'embedding_model'")
+        get = "SELECT value FROM store_meta WHERE key = ?"
+        store = self._db.scalar(get, (STORE_ID_KEY,))
+        if store is None:  # the first open with an on-disk index: one small write
+            with self._db.atomic():
+                self._db.execute(
+                    "INSERT OR IGNORE INTO store_meta (key, value) VALUES (?, ?)",
+                    (STORE_ID_KEY, uuid.uuid4().hex),
+                )
+                store = self._db.scalar(get, (STORE_ID_KEY,))
+        model = self._db.scalar(get, ("embedding_model",))
         return str(store), str(model or "")
 
     # -- the published base ---------------------------------------------------------------
@@ -472,6 +480,11 @@ class AnnIndex:
             self._force_full = True
             self._want_merge = True
         self._swap(reader)
+        if reader is not None:
+            # Generations nobody needs any more go now, unless a merge is running.
+            with file_lock(self.folder / BUILD_LOCK, blocking=False) as got:
+                if got:
+                    self._backend.collect(self.folder, reader.manifest)
         return True
 
     def _swap(self, reader: BaseReader | None) -> None:
@@ -592,14 +605,24 @@ class AnnIndex:
         if self._stop.is_set():
             return
         try:
+            if manifest is not None:
+                try:
+                    gen, count = self._backend.merge(
+                        self.folder, manifest, generation, deletes, reads.batches(self._stop)
+                    )
+                except _Stopped:
+                    raise
+                except Exception as exc:  # e.g. a damaged base: build from scratch instead
+                    logger.warning("merging into %s failed (%s); rebuilding", self.folder, exc)
+                    manifest = None
+                    with self._db.lock:
+                        newest, _ = changes_since(self._db, None)
+                    reads = _Reads(self._db, self._dims, 0, [])
             if manifest is None:
                 gen, count = self._backend.build(self.folder, generation, reads.batches(self._stop))
-            else:
-                gen, count = self._backend.merge(
-                    self.folder, manifest, generation, deletes, reads.batches(self._stop)
-                )
         except _Stopped:
             return
+        kept_zeros = set() if manifest is None else set(manifest.zeros) - set(deletes)
         published = Manifest(
             backend=self._backend.name,
             store=self._store,
@@ -610,6 +633,7 @@ class AnnIndex:
             changes_seq=newest,
             count=count,
             built_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            zeros=tuple(sorted(reads.zeros | kept_zeros)),
         )
         published.save(self._manifest_path)
         self._force_full = False
@@ -687,8 +711,10 @@ class AnnIndex:
                 )
             finally:
                 reader.release()
-            held = {i for i, _ in hits}
-            hits.extend(self._rescore([i for i in ids if i not in held], q, where))
+            skip = {i for i, _ in hits}
+            skip.update(tombstones)
+            fresh = list(dict.fromkeys([*ids, *reader.manifest.zeros]))
+            hits.extend(self._rescore([i for i in fresh if i not in skip], q, where))
         hits.sort(key=lambda h: (-h[1], -h[0]))
         return hits[:k]
 
@@ -713,7 +739,8 @@ class AnnIndex:
     def close(self) -> None:
         self._stop.set()
         thread = self._thread
-        if thread is not None:
+        # A merge reads SQLite under the database lock: a caller holding it must not wait.
+        if thread is not None and not self._db.held_by_me():
             thread.join()
         with self._lock:
             self._closed = True
@@ -740,12 +767,16 @@ class _Reads:
         self._after = after
         self._changed = changed
         self.max_id = after
+        self.zeros: set[int] = set()
 
     def batches(self, stop: threading.Event) -> Iterator[RowBatch]:
         for start in range(0, len(self._changed), READ_BATCH):
+            if stop.is_set():
+                raise _Stopped
             with self._db.lock:
                 batch = read_ids(self._db, self._changed[start : start + READ_BATCH], self._dims)
             if len(batch):
+                self._note_zeros(batch)
                 yield batch
         cursor = self._after
         while True:
@@ -757,4 +788,8 @@ class _Reads:
                 break
             cursor = int(batch.ids[-1])
             self.max_id = max(self.max_id, cursor)
+            self._note_zeros(batch)
             yield batch
+
+    def _note_zeros(self, batch: RowBatch) -> None:
+        self.zeros.update(batch.ids[~batch.matrix.any(axis=1)].tolist())

@@ -124,7 +124,12 @@ class LanceBackend(AnnBackend):
             pa.array(batch.matrix.reshape(-1), type=pa.float32()), self._dims
         )
         return pa.Table.from_arrays(
-            [pa.array(batch.ids), pa.array(batch.session_keys), pa.array(batch.created_us), vectors],
+            [
+                pa.array(batch.ids),
+                pa.array(batch.session_keys),
+                pa.array(batch.created_us),
+                vectors,
+            ],
             schema=self._schema(),
         )
 
@@ -145,9 +150,7 @@ class LanceBackend(AnnBackend):
         table.create_index("rowid", config=BTree(), replace=True)
         table.create_index("sess", config=BTree(), replace=True)
 
-    def build(
-        self, folder: Path, generation: str, batches: Iterator[RowBatch]
-    ) -> tuple[str, int]:
+    def build(self, folder: Path, generation: str, batches: Iterator[RowBatch]) -> tuple[str, int]:
         conn = self._connect(folder)
         try:
             table = conn.create_table(TABLE, schema=self._schema(), mode="overwrite")
