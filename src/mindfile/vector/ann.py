@@ -393,7 +393,9 @@ class AnnIndex:
     min_delta = 1024
     delta_fraction = 0.02
     background = True
-    #: Extra candidates asked of the base beyond ``k``, for the exact rescoring.
+    #: Candidates asked of the base: ``candidate_factor * k + margin``, all rescored
+    #: exactly (more than ``k`` lets the rescoring fix the index's approximate order).
+    candidate_factor = 1.0
     margin = 8
 
     def __init__(self, db: Database, dims: int, backend: AnnBackend) -> None:
@@ -700,7 +702,7 @@ class AnnIndex:
             try:
                 ids = reader.candidates(
                     q,
-                    k + self.margin,
+                    int(self.candidate_factor * k) + self.margin,
                     session_keys=None
                     if where is None or where.session_ids is None
                     else [session_key(s) for s in where.session_ids],
