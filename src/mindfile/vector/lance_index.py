@@ -9,10 +9,11 @@ published version first. The vector index is IVF-PQ: product-quantised codes (a
 sixteenth of the float32 vectors' size), so a process's memory does not grow with a
 copy of the corpus (Lance reads through its own buffers, not a memory map: an IVF-flat
 index, whose partitions hold the full vectors, made every reading process hold about
-the corpus's size). The PQ distances only pick candidates: twice ``k`` are taken and
-rescored exactly from SQLite like every base candidate. Rows appended after the index
-was trained are searched by a flat scan until ``optimize`` folds them in. How base, delta and merges fit together:
-:mod:`mindfile.vector.ann` and docs/vector-indexes.md.
+the corpus's size). The PQ distances only pick candidates: Lance re-ranks five times
+as many by their full vectors, returns twice ``k``, and those are rescored exactly from
+SQLite like every base candidate. Rows appended after the index was trained are
+searched by a flat scan until ``optimize`` folds them in. How base, delta and merges
+fit together: :mod:`mindfile.vector.ann` and docs/vector-indexes.md.
 """
 
 from __future__ import annotations
