@@ -385,3 +385,22 @@ def test_the_ann_path_at_a_size_that_trains_an_index(ann: str, db_path: Path) ->
             expected = dict(oracle(mem, query, 10**9, sessions=["c"]))
             assert len(filtered) == 10 and all(i in expected for i, _ in filtered)
         assert float(np.mean(recalls)) >= 0.9, recalls
+
+
+@pytest.mark.parametrize("min_delta", [10**9, 3])
+def test_oracle_histories_with_a_delta_that_is_not_always_merged(
+    ann: str, min_delta: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The conformance state machine with merges never (everything exact, in the delta)
+    or only now and then (searches over a base plus a delta with tombstones)."""
+    from hypothesis import settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from .test_vector_index import IndexMachine
+
+    for cls in (ZvecIndex, LanceIndex):
+        monkeypatch.setattr(cls, "min_delta", min_delta)
+    machine = type(f"Machine_{ann}_{min_delta}", (IndexMachine,), {"index_name": ann})
+    run_state_machine_as_test(
+        machine, settings=settings(max_examples=15, stateful_step_count=20, deadline=None)
+    )

@@ -306,41 +306,66 @@ class AnnBackend:
 
 
 class _Delta:
-    """The exact in-memory part: vectors the base lacks or holds stale."""
+    """The exact in-memory part: vectors the base lacks or holds stale.
+
+    Arrays grow by doubling (a catch-up after one write must not copy every vector the
+    delta holds, which before the first base is built is all of them)."""
 
     def __init__(self, dims: int, base: Manifest | None) -> None:
         self.base = base
         self.max_id = base.max_id if base is not None else 0
         self.seq: int | None = base.changes_seq if base is not None else None
         self.rows: dict[int, int] = {}  # chunk id -> row in the arrays
-        self.ids = np.zeros(0, dtype=np.int64)
-        self.matrix = np.zeros((0, dims), dtype=np.float32)
-        self.keys = np.zeros(0, dtype=np.int64)
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._matrix = np.zeros((0, dims), dtype=np.float32)
+        self._keys = np.zeros(0, dtype=np.int64)
+        self._n = 0
         self.tombstones: set[int] = set()
         self._dims = dims
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return self._n
+
+    @property
+    def ids(self) -> npt.NDArray[np.int64]:
+        return self._ids[: self._n]
 
     def pending(self) -> int:
         """What a merge would fold in: delta rows plus tombstones."""
-        return len(self.ids) + len(self.tombstones)
+        return self._n + len(self.tombstones)
+
+    def _reserve(self, need: int) -> None:
+        if need <= len(self._ids):
+            return
+        cap = max(need, 2 * len(self._ids), 256)
+        ids = np.zeros(cap, dtype=np.int64)
+        keys = np.zeros(cap, dtype=np.int64)
+        matrix = np.zeros((cap, self._dims), dtype=np.float32)
+        ids[: self._n] = self._ids[: self._n]
+        keys[: self._n] = self._keys[: self._n]
+        matrix[: self._n] = self._matrix[: self._n]
+        self._ids, self._keys, self._matrix = ids, keys, matrix
 
     def put(self, batch: RowBatch) -> None:
-        fresh = [j for j, i in enumerate(batch.ids.tolist()) if i not in self.rows]
+        """Add the batch's rows, or replace the ones held (their vector was rewritten)."""
+        keys = batch.session_keys
+        fresh: list[int] = []
         for j, i in enumerate(batch.ids.tolist()):
             at = self.rows.get(i)
-            if at is not None:
-                self.matrix[at] = batch.matrix[j]
-                self.keys[at] = session_key(batch.sessions[j])
+            if at is None:
+                fresh.append(j)
+            else:
+                self._matrix[at] = batch.matrix[j]
+                self._keys[at] = keys[j]
         if fresh:
-            n = len(self.ids)
-            self.ids = np.concatenate([self.ids, batch.ids[fresh]])
-            self.matrix = np.concatenate([self.matrix, batch.matrix[fresh]])
-            keys = np.fromiter((session_key(batch.sessions[j]) for j in fresh), np.int64)
-            self.keys = np.concatenate([self.keys, keys])
+            n, m = self._n, len(fresh)
+            self._reserve(n + m)
+            self._ids[n : n + m] = batch.ids[fresh]
+            self._matrix[n : n + m] = batch.matrix[fresh]
+            self._keys[n : n + m] = keys[fresh]
             for off, j in enumerate(fresh):
                 self.rows[int(batch.ids[j])] = n + off
+            self._n = n + m
         if len(batch.ids):
             self.max_id = max(self.max_id, int(batch.ids.max()))
 
@@ -348,36 +373,43 @@ class _Delta:
         gone = [self.rows[i] for i in rowids if i in self.rows]
         if not gone:
             return
-        keep = np.ones(len(self.ids), dtype=np.bool_)
+        keep = np.ones(self._n, dtype=np.bool_)
         keep[gone] = False
-        self.ids = self.ids[keep]
-        self.matrix = self.matrix[keep]
-        self.keys = self.keys[keep]
-        self.rows = {int(i): n for n, i in enumerate(self.ids.tolist())}
+        self._ids = self._ids[: self._n][keep]
+        self._matrix = self._matrix[: self._n][keep]
+        self._keys = self._keys[: self._n][keep]
+        self._n = len(self._ids)
+        self.rows = {int(i): n for n, i in enumerate(self._ids.tolist())}
 
     def search(
         self, query: npt.NDArray[np.float32], k: int, where: VectorFilter | None
     ) -> list[tuple[int, float]]:
-        if not len(self.ids):
+        n = self._n
+        if not n:
             return []
+        ids, keys, matrix = self._ids[:n], self._keys[:n], self._matrix[:n]
         mask: npt.NDArray[np.bool_] | None = None
         if where is not None and where.session_ids is not None:
-            keys = np.array([session_key(s) for s in where.session_ids], dtype=np.int64)
-            mask = np.isin(self.keys, keys)
+            wanted = np.array([session_key(s) for s in where.session_ids], dtype=np.int64)
+            mask = np.isin(keys, wanted)
         if where is not None and where.rowids is not None:
-            allowed = np.isin(self.ids, where.rowids)
+            allowed = np.isin(ids, where.rowids)
             mask = allowed if mask is None else mask & allowed
-        idx = np.arange(len(self.ids)) if mask is None else np.flatnonzero(mask)
-        if not len(idx):
-            return []
-        scores = self.matrix[idx] @ query
-        if k < len(idx):
+        if mask is None:
+            idx, scores = None, matrix @ query
+        else:
+            idx = np.flatnonzero(mask)
+            if not len(idx):
+                return []
+            scores = matrix[idx] @ query
+        if k < len(scores):
             part = np.argpartition(-scores, k - 1)[:k]
             # Keep every score tied with the k-th, as the exact index does.
             part = np.flatnonzero(scores >= scores[part].min())
         else:
-            part = np.arange(len(idx))
-        return [(int(self.ids[idx[p]]), float(scores[p])) for p in part]
+            part = np.arange(len(scores))
+        rows = part if idx is None else idx[part]
+        return [(int(ids[r]), float(scores[p])) for r, p in zip(rows, part, strict=True)]
 
 
 class AnnIndex:
