@@ -33,6 +33,14 @@ from mindfile.tokens import estimate_tokens
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 KS = (5, 10, 25, 50)
 BUDGETS = (1000, 2000)
+#: build_context budgets for the "context" mode: evidence present in the context.
+CONTEXT_BUDGETS = (1000, 2000, 4000)
+CONTEXT_METRICS = [f"ctx@{b}" for b in CONTEXT_BUDGETS] + [f"mem@{b}" for b in CONTEXT_BUDGETS]
+#: Every turn is stored for one user, so a context built in a fresh session of that user
+#: may recall any session of the conversation (docs/privacy.md: no user, no crossing).
+USER = "locomo-user"
+#: ``--context-config '{"hybrid_floor": 0.4}'`` (ContextConfig fields) for tuning.
+CONTEXT_CONFIG: Any = None
 HIT_OVERHEAD_TOKENS = 4
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 METRICS = [f"r@{k}" for k in KS] + [f"r@{b}tok" for b in BUDGETS] + ["ndcg@10", "mrr"]
@@ -91,7 +99,7 @@ def load_conversation(
             sid = f"{session_prefix}session_{n}"
             events.append((sid, len(events) + 1, "\n".join(parts), {"dia_ids": ids}))
         n += 1
-    mem.store_many(events)
+    mem.store_many(events, user_id=USER)
     return turns
 
 
@@ -128,6 +136,38 @@ def score_question(ranked: list[set[str]], texts: list[str], gold: set[str]) -> 
     return out
 
 
+def chunk_dia_ids(mem: mindfile.Mindfile) -> dict[str, set[str]]:
+    """Each chunk's evidence ids (from its metadata), to score what a context holds."""
+    import json
+
+    out: dict[str, set[str]] = {}
+    for chunk_id, meta in mem.db.query("SELECT chunk_id, metadata_json FROM chunks"):
+        m = json.loads(meta)
+        out[str(chunk_id)] = set(m.get("dia_ids") or [m.get("dia_id", "")])
+    return out
+
+
+def score_context(
+    mem: mindfile.Mindfile, question: str, gold: set[str], by_chunk: dict[str, set[str]]
+) -> dict[str, float]:
+    """Evidence inside ``build_context`` at each budget (``ctx@``), and how many memories
+    it holds (``mem@``), for a question asked in a new session of the conversation's user."""
+    out: dict[str, float] = {}
+    for budget in CONTEXT_BUDGETS:
+        ctx = mem.build_context(
+            "locomo-question", question, token_budget=budget, user_id=USER, config=CONTEXT_CONFIG
+        )
+        found: set[str] = set()
+        memories = 0
+        for item in ctx.items:
+            if item.source in ("memory", "salient") and item.chunk_id:
+                found |= by_chunk.get(item.chunk_id, set())
+                memories += 1
+        out[f"ctx@{budget}"] = len(found & gold) / len(gold)
+        out[f"mem@{budget}"] = float(memories)
+    return out
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import json
 
@@ -154,11 +194,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 t0 = time.perf_counter()
                 turns += load_conversation(mem, conv, date_in_text=not args.no_date, long=args.long)
                 ingest_s += time.perf_counter() - t0
+                by_chunk = chunk_dia_ids(mem) if "context" in modes else {}
                 for qa in conv["qa"]:
                     gold = evidence_ids(qa)
                     if not gold:
                         continue
                     for mode in modes:
+                        if mode == "context":
+                            t0 = time.perf_counter()
+                            row = score_context(mem, qa["question"], gold, by_chunk)
+                            timings[mode].append((time.perf_counter() - t0) / len(CONTEXT_BUDGETS))
+                            scores[mode].append((int(qa["category"]), row))
+                            continue
                         kw = _mode_kwargs(mode, args)
                         if args.candidates is not None:
                             kw["candidates"] = args.candidates
@@ -203,9 +250,9 @@ def summarize(
 ) -> dict[str, Any]:
     import numpy as np
 
-    metrics = METRICS
     result: dict[str, Any] = {"modes": {}, "turns": turns, "ingest_s": ingest_s}
     for mode, rows in scores.items():
+        metrics = CONTEXT_METRICS if mode == "context" else METRICS
         entry: dict[str, Any] = {}
         groups = {
             "overall": [r for _, r in rows],
@@ -230,6 +277,7 @@ def summarize(
 
 def print_report(result: dict[str, Any]) -> None:
     rows = []
+    context = result["modes"].pop("context", None)
     for mode, entry in result["modes"].items():
         for group in ("overall", "overall excl. adversarial"):
             row = {"mode": mode, "questions": group, "n": entry[group]["n"]}
@@ -245,6 +293,24 @@ def print_report(result: dict[str, Any]) -> None:
             row = {"mode": mode, "category": f"{cat} {name}", "n": g["n"]}
             cat_rows.append(row | {m: round(g[m], 3) for m in METRICS})
     print_table(cat_rows, ["mode", "category", "n", *METRICS], "Per category")
+    if context is not None:
+        result["modes"]["context"] = context
+        ctx_rows = []
+        for group in [
+            "overall",
+            "overall excl. adversarial",
+            *(f"{c} {n}" for c, n in CATEGORIES.items()),
+        ]:
+            g = context[group]
+            ctx_rows.append(
+                {"questions": group, "n": g["n"]} | {m: round(g[m], 3) for m in CONTEXT_METRICS}
+            )
+        print_table(
+            ctx_rows,
+            ["questions", "n", *CONTEXT_METRICS],
+            f"Evidence inside build_context (ctx@budget; mem@budget: memories in it; "
+            f"{context['search_ms_p50']:.1f} ms p50 per context)",
+        )
     print(
         f"\nturns stored: {result['turns']}  ingest: {result['ingest_s']:.2f} s  "
         f"config: {result['config']}"
@@ -257,9 +323,10 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument(
         "--modes",
-        default="vector,fts,hybrid,hybrid-seed,hybrid-rrf",
+        default="vector,fts,hybrid,hybrid-seed,hybrid-rrf,context",
         help="comma-separated: vector, fts, hybrid (the API's default weights, or "
-        "--vector-weight/--fts-weight), hybrid-seed (0.7/0.3), hybrid-rrf",
+        "--vector-weight/--fts-weight), hybrid-seed (0.7/0.3), hybrid-rrf, context "
+        "(evidence inside build_context at 1k/2k/4k tokens)",
     )
     parser.add_argument("--embedder", default=None, help="embedder spec (default: bundled)")
     parser.add_argument("--index", default="exact")
@@ -284,7 +351,15 @@ def main() -> None:
     parser.add_argument(
         "--candidates", type=int, default=None, help="search(candidates=...) (default: API's)"
     )
+    parser.add_argument(
+        "--context-config", default="", help='ContextConfig fields as JSON, e.g. {"hybrid": false}'
+    )
     args = parser.parse_args()
+    if args.context_config:
+        import json
+
+        global CONTEXT_CONFIG
+        CONTEXT_CONFIG = mindfile.ContextConfig(**json.loads(args.context_config))
     if not Path(args.data).exists():
         raise SystemExit(f"LoCoMo data not found at {args.data} (pass --data)")
     result = run(args)

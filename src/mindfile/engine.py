@@ -83,9 +83,11 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
     ``path`` is a file path or ``":memory:"``. ``embedder`` is a spec such as
     ``"static"`` (the bundled model, default for new stores) or ``"hash"``, or any
     :class:`~mindfile.embed.Embedder`; reopening a store without one uses the model the
-    store was made with. ``vector_index`` is ``"exact"`` (in-memory, default) or
-    ``"sqlite-vec"``. ``neighbor_context`` indexes each chunk with the text of the
-    events around it in its session (low-weight FTS columns; see docs/retrieval.md).
+    store was made with. ``vector_index`` is ``"exact"`` (in-memory, default),
+    ``"sqlite-vec"``, or an on-disk ANN index shared by processes, ``"zvec"`` or
+    ``"lancedb"`` (extras; docs/vector-indexes.md). ``neighbor_context`` indexes each
+    chunk with the text of the events around it in its session (low-weight FTS columns;
+    see docs/retrieval.md).
     ``indexing="background"`` makes ``store``/``store_many`` queue embedding jobs
     instead of calling the embedder (see docs/background-indexing.md).
     ``lexical_index`` picks where BM25 ranks: ``"memory"`` (default, an in-memory index

@@ -18,7 +18,15 @@ from mindfile.tokens import estimate_tokens, message_tokens
 
 from ._support import assistant, user
 
-EVERYTHING = ContextConfig(relevance_threshold=-1.0, near_duplicate=1.0)
+
+def seed_config(**fields: object) -> ContextConfig:
+    """The seed's legs (thresholded cosine relevance, salience, BM25 top 5) and its cap of
+    8 memories: what these tests pin down. The default adds the hybrid leg and lets the
+    budget decide how many memories (tests/context/test_hybrid.py)."""
+    return ContextConfig(**{"hybrid": False, "max_memories": 8, **fields})  # type: ignore[arg-type]
+
+
+EVERYTHING = seed_config(relevance_threshold=-1.0, near_duplicate=1.0)
 
 
 def words(text: str) -> int:
@@ -67,7 +75,7 @@ def test_what_memories_leave_flows_to_turns(mem: mindfile.Mindfile) -> None:
     ctx = mem.build_context("chat", "q", token_budget=400, config=EVERYTHING)
     assert memory_tokens(ctx) == 0
     assert turn_tokens(ctx) > 0.6 * 400
-    share = ContextConfig(relevance_threshold=-1.0, memory_share=0.0)
+    share = seed_config(relevance_threshold=-1.0, memory_share=0.0)
     seed(mem, turns=0, memories=3)
     ctx = mem.build_context("chat", "q", token_budget=400, config=share)
     assert turn_tokens(ctx) > 0.8 * 400  # share 0: memories only get the leftover
@@ -107,7 +115,7 @@ def test_a_tool_result_without_its_call_is_dropped(mem: mindfile.Mindfile) -> No
     )
     ctx = mem.build_context("chat", "q", token_budget=1000)
     assert [m["role"] for m in ctx.messages] == ["user", "assistant", "tool", "assistant"]
-    ctx = mem.build_context("chat", "q", token_budget=1000, config=ContextConfig(recent_turns=2))
+    ctx = mem.build_context("chat", "q", token_budget=1000, config=seed_config(recent_turns=2))
     assert ctx.messages == (assistant("It is 42."),)
     assert [d.reason for d in ctx.dropped] == [
         "tool result whose assistant tool call is not in the context"
@@ -161,7 +169,13 @@ def scrambled(text: str) -> int:
     return (len(text) * 7919) % 13
 
 
-COUNTERS: list[Callable[[str], int]] = [estimate_tokens, words, len, scrambled]
+def superadditive(text: str) -> int:
+    """Longer messages cost more than their parts: the packer's bound (a line adds its
+    own tokens plus one) fails, and it must fall back to measuring every step."""
+    return len(text) ** 2 // 400
+
+
+COUNTERS: list[Callable[[str], int]] = [estimate_tokens, words, len, scrambled, superadditive]
 _text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=300)
 _payload = st.one_of(
     _text,
@@ -187,7 +201,7 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         "system_prompt": draw(st.none() | _text),
         "counter": draw(st.sampled_from(COUNTERS)),
         "query": draw(_text),
-        "config": ContextConfig(
+        "config": seed_config(
             recent_turns=draw(st.integers(0, 25)),
             relevance_threshold=draw(st.floats(-1.0, 1.0)),
             memory_share=draw(st.floats(0.0, 1.0)),

@@ -36,6 +36,13 @@ TABLE = {
 }
 
 
+def seed_config(**fields: object) -> ContextConfig:
+    """The seed's legs (thresholded cosine relevance, salience, BM25 top 5) and its cap of
+    8 memories: what these tests pin down. The default adds the hybrid leg and lets the
+    budget decide how many memories (tests/context/test_hybrid.py)."""
+    return ContextConfig(**{"hybrid": False, "max_memories": 8, **fields})  # type: ignore[arg-type]
+
+
 @pytest.fixture
 def tmem(tmp_path: Path) -> Iterator[mindfile.Mindfile]:
     with mindfile.open(tmp_path / "ctx.db", embedder=TableEmbedder(TABLE)) as store:
@@ -43,7 +50,7 @@ def tmem(tmp_path: Path) -> Iterator[mindfile.Mindfile]:
 
 
 def build(mem: mindfile.Mindfile, **kwargs: object) -> Context:
-    args: dict[str, object] = {"token_budget": 2000, "query_embedding": Q}
+    args: dict[str, object] = {"token_budget": 2000, "query_embedding": Q, "config": seed_config()}
     args.update(kwargs)
     session = args.pop("session", "chat")
     query = args.pop("query", "what do I like?")
@@ -102,9 +109,9 @@ def test_recency_leg_is_the_last_n_turns(tmem: mindfile.Mindfile) -> None:
     tmem.store_many([("chat", i, user(f"turn {i}")) for i in range(1, 16)])
     ctx = build(tmem)
     assert [i.sequence for i in ctx.items] == list(range(6, 16))
-    ctx = build(tmem, config=ContextConfig(recent_turns=3))
+    ctx = build(tmem, config=seed_config(recent_turns=3))
     assert [m["content"] for m in ctx.messages] == ["turn 13", "turn 14", "turn 15"]
-    assert build(tmem, config=ContextConfig(recent_turns=0)).messages == ()
+    assert build(tmem, config=seed_config(recent_turns=0)).messages == ()
 
 
 def test_turns_covered_by_the_summary_are_left_out(tmem: mindfile.Mindfile) -> None:
@@ -127,12 +134,12 @@ def test_relevance_threshold_is_inclusive_and_configurable(tmem: mindfile.Mindfi
     assert memories(ctx) == ["sim 0.66"]
     exact = ctx.items[0].explain["similarity"]
     assert exact == pytest.approx(0.66, abs=1e-6)
-    ctx = build(tmem, agent_identity="bot", config=ContextConfig(relevance_threshold=exact))
+    ctx = build(tmem, agent_identity="bot", config=seed_config(relevance_threshold=exact))
     assert memories(ctx) == ["sim 0.66"]
     above = math.nextafter(exact, 1.0)
-    ctx = build(tmem, agent_identity="bot", config=ContextConfig(relevance_threshold=above))
+    ctx = build(tmem, agent_identity="bot", config=seed_config(relevance_threshold=above))
     assert memories(ctx) == []
-    ctx = build(tmem, agent_identity="bot", config=ContextConfig(relevance_threshold=0.6))
+    ctx = build(tmem, agent_identity="bot", config=seed_config(relevance_threshold=0.6))
     assert memories(ctx) == ["sim 0.66", "sim 0.65"]
 
 
@@ -153,7 +160,7 @@ def test_salient_chunks_come_first_whatever_their_similarity(tmem: mindfile.Mind
     ctx = build(tmem, agent_identity="bot")
     assert [i.text for i in ctx.items if i.source == "salient"] == [BATTERY, PEANUTS]
     assert ctx.items[0].reason.startswith("pinned; final")
-    ctx = build(tmem, agent_identity="bot", config=ContextConfig(max_salient=1))
+    ctx = build(tmem, agent_identity="bot", config=seed_config(max_salient=1))
     assert memories(ctx) == [BATTERY, HIKING, "sim 0.80"]
     assert any("max_salient=1" in d.reason for d in ctx.dropped)
     # A salient chunk that is also relevant says both.
@@ -181,7 +188,7 @@ def test_the_recent_window_is_not_repeated_as_memory(tmem: mindfile.Mindfile) ->
     tmem.store_many([("chat", i, assistant(f"filler {i}")) for i in range(2, 13)])
     ctx = build(tmem)  # HIKING (sequence 1) is outside the last 10: a memory
     assert memories(ctx) == [HIKING]
-    ctx = build(tmem, config=ContextConfig(recent_turns=12))  # inside: a turn only
+    ctx = build(tmem, config=seed_config(recent_turns=12))  # inside: a turn only
     assert memories(ctx) == []
     assert ctx.messages[0]["content"] == HIKING
 
@@ -196,7 +203,7 @@ def test_duplicates_are_removed_and_reported(tmem: mindfile.Mindfile) -> None:
     assert len(reasons) == 2
     assert reasons[0].startswith("near-duplicate of ch_") and "(cosine 0.990 ≥ 0.95)" in reasons[0]
     assert reasons[1].startswith("same content as ch_")
-    ctx = build(tmem, agent_identity="bot", config=ContextConfig(near_duplicate=1.0))
+    ctx = build(tmem, agent_identity="bot", config=seed_config(near_duplicate=1.0))
     assert sorted(memories(ctx)) == sorted([HIKING, "near copy"])
 
 
@@ -206,7 +213,7 @@ def test_cross_session_scope_is_the_same_agent(tmem: mindfile.Mindfile) -> None:
     tmem.store("nobody", 1, user("sim 0.66"))
     tmem.store("chat", 1, user("hello"), agent_identity="bot")
     assert memories(build(tmem)) == [HIKING]
-    assert memories(build(tmem, config=ContextConfig(cross_session=False))) == []
+    assert memories(build(tmem, config=seed_config(cross_session=False))) == []
     # A session without an identity has no cross-session recall...
     tmem.store("anon", 1, user("hello"))
     assert memories(build(tmem, session="anon")) == []
@@ -220,7 +227,7 @@ def test_notes_and_facts_of_the_user_only(tmem: mindfile.Mindfile) -> None:
     tmem.store_note("memory:bob", "n1", "sim 0.80")
     tmem.set_fact("alice", "hobby", "likes", "sim 0.66")
     assert memories(build(tmem)) == []
-    ctx = build(tmem, user_id="alice", config=ContextConfig(relevance_threshold=-1.0))
+    ctx = build(tmem, user_id="alice", config=seed_config(relevance_threshold=-1.0))
     assert HIKING in memories(ctx) and "sim 0.80" not in memories(ctx)
     fact_lines = [ln for ln in ctx.messages[0]["content"].split("\n") if "(" in ln and "fact" in ln]
     assert fact_lines and fact_lines[0].endswith("hobby / likes: sim 0.66")
@@ -235,7 +242,7 @@ def test_channel_restricts_other_sessions(tmem: mindfile.Mindfile) -> None:
     tmem.store("chat", 1, user("near copy"), channel="email", agent_identity="bot", user_id="u")
     tmem.store_many([("chat", i, assistant(f"filler {i}")) for i in range(2, 13)])
     tmem.store_note("memory:u", "n", "sim 0.80 note")
-    cfg = ContextConfig(relevance_threshold=0.6, near_duplicate=1.0)
+    cfg = seed_config(relevance_threshold=0.6, near_duplicate=1.0)
     everything = build(tmem, user_id="u", config=cfg)
     assert len(memories(everything)) == 6
     ctx = build(tmem, user_id="u", channel="slack", config=cfg)
@@ -255,9 +262,9 @@ def test_lookback_window(tmem: mindfile.Mindfile) -> None:
     ctx = build(tmem, agent_identity="bot", user_id="u")
     # Old conversation out; the old note and the salient memory stay.
     assert memories(ctx) == [PEANUTS, "sim 0.80"]
-    ctx = build(tmem, agent_identity="bot", user_id="u", config=ContextConfig(lookback_days=None))
+    ctx = build(tmem, agent_identity="bot", user_id="u", config=seed_config(lookback_days=None))
     assert memories(ctx) == [PEANUTS, HIKING, "sim 0.80"]
-    ctx = build(tmem, agent_identity="bot", user_id="u", config=ContextConfig(lookback_days=200))
+    ctx = build(tmem, agent_identity="bot", user_id="u", config=seed_config(lookback_days=200))
     assert HIKING in memories(ctx)
 
 
@@ -273,9 +280,9 @@ def test_expired_chunks_are_never_recalled_unless_pinned(tmem: mindfile.Mindfile
 def test_lexical_leg_admits_bm25_hits(tmem: mindfile.Mindfile) -> None:
     tmem.store("old", 1, user(BATTERY), agent_identity="bot")
     tmem.store("old", 2, user(PEANUTS), agent_identity="bot")
-    off = ContextConfig(lexical_k=0)  # the seed's three legs only
+    off = seed_config(lexical_k=0)  # the seed's three legs only
     assert memories(build(tmem, agent_identity="bot", query="home batteries", config=off)) == []
-    cfg = ContextConfig(lexical_k=1)
+    cfg = seed_config(lexical_k=1)
     ctx = build(tmem, agent_identity="bot", query="home batteries", config=cfg)
     assert memories(ctx) == [BATTERY]
     assert ctx.items[0].reason.startswith("lexical match (BM25 top 1); final")
@@ -284,7 +291,7 @@ def test_lexical_leg_admits_bm25_hits(tmem: mindfile.Mindfile) -> None:
 def test_max_memories(tmem: mindfile.Mindfile) -> None:
     for i, text in enumerate([HIKING, "sim 0.80", "sim 0.66"], start=1):
         tmem.store("old", i, user(text), agent_identity="bot")
-    ctx = build(tmem, agent_identity="bot", config=ContextConfig(max_memories=2))
+    ctx = build(tmem, agent_identity="bot", config=seed_config(max_memories=2))
     assert memories(ctx) == [HIKING, "sim 0.80"]
     assert [d.reason for d in ctx.dropped] == ["ranked below max_memories=2"]
 
@@ -294,7 +301,7 @@ def test_degrades_without_the_query_embedder(tmp_path: Path) -> None:
         mem.store("old", 1, user(HIKING), agent_identity="bot")
         mem.store("old", 2, user(PEANUTS), agent_identity="bot")
         set_chunk(mem, PEANUTS, importance=0.9)
-        off = ContextConfig(lexical_k=0)  # the vector leg alone
+        off = seed_config(lexical_k=0)  # the vector leg alone
         ctx = mem.build_context(
             "chat", "hiking?", token_budget=500, agent_identity="bot", config=off
         )
@@ -329,7 +336,7 @@ def test_semantic_relevance_with_the_bundled_model(mem_static: mindfile.Mindfile
     )
     q = "Can you suggest a recipe? Remember my food allergies."
     mem_static.store("friday", 1, user(q), agent_identity="maya-bot")
-    off = ContextConfig(lexical_k=0)  # relevance by cosine alone
+    off = seed_config(lexical_k=0)  # relevance by cosine alone
     ctx = mem_static.build_context("friday", q, token_budget=400, config=off)
     assert memories(ctx) == [peanuts]  # cosine 0.71; the others are below 0.3
     assert ctx.messages[-1] == user(q)

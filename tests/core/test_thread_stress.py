@@ -9,6 +9,8 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 import mindfile
 
 from ._stress import run_stress
@@ -72,3 +74,22 @@ def test_threads_on_the_sqlite_vec_index(tmp_path: Path) -> None:
     assert report.stalled is None, report.stalled
     assert report.failures == [], report.failures[:5]
     assert report.total > 100
+
+
+@pytest.mark.parametrize("index", ["zvec", "lancedb"])
+def test_threads_on_an_ann_index_merging_in_the_background(
+    tmp_path: Path, index: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Background merges (every 50 changes here) while threads write and search."""
+    from mindfile.vector.lance_index import LanceIndex
+    from mindfile.vector.zvec_index import ZvecIndex
+
+    for cls in (ZvecIndex, LanceIndex):
+        monkeypatch.setattr(cls, "min_delta", 50)
+    report = run_stress(
+        tmp_path / "ann.db", seconds=5, threads=6, stall_seconds=20, vector_index=index
+    )
+    assert report.stalled is None, report.stalled
+    assert report.failures == [], report.failures[:5]
+    assert report.total > 100
+    assert (tmp_path / "ann.db.index" / index / "manifest.json").is_file()  # merges ran

@@ -22,12 +22,29 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_s
 
 import mindfile
 from mindfile.vector import VectorFilter
+from mindfile.vector.lance_index import LanceIndex
+from mindfile.vector.zvec_index import ZvecIndex
 
 from ._support import assert_consistent, assert_same_ranking, oracle
 
-INDEXES = ["exact", "sqlite-vec"]
+INDEXES = ["exact", "sqlite-vec", "zvec", "lancedb"]
+#: The on-disk ANN indexes (a base on disk plus an exact in-memory delta, merged).
+ANN = ["zvec", "lancedb"]
 DIMS = 16
 SESSIONS = ["a", "b", "c", "d"]
+
+
+@pytest.fixture(autouse=True)
+def merge_eagerly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fold every change into the on-disk base at once, in the calling thread, so these
+    small stores exercise the ANN base and not only the exact delta.
+
+    At these sizes (at most a few hundred vectors) HNSW with ef=300 and LanceDB's flat
+    scan (no IVF index below 4,096 rows) find the exact neighbours, and every score is
+    rescored from SQLite: the same oracle and tolerance as the exact indexes apply."""
+    for cls in (ZvecIndex, LanceIndex):
+        monkeypatch.setattr(cls, "min_delta", 0)
+        monkeypatch.setattr(cls, "background", False)
 
 
 @pytest.fixture(params=INDEXES)
@@ -171,6 +188,23 @@ def test_k_larger_than_the_store_and_zero(index_name: str) -> None:
         check(mem, unit(4), 3, rowids=[])
 
 
+def test_zero_vector_scores_zero(index_name: str, db_path: Path) -> None:
+    """The bundled model embeds text without a known token (an emoji) as all zeros."""
+    with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=index_name) as mem:
+        fill(mem, 12)
+        mem.store("z", 1, "\U0001f9d8")
+        rowid = int(mem.db.scalar("SELECT id FROM chunks WHERE session_id = 'z'"))
+        with mem.db.atomic():
+            mem.db.execute(
+                "UPDATE chunks_vec SET embedding_blob = ? WHERE chunk_rowid = ?",
+                (np.zeros(DIMS, dtype="<f4").tobytes(), rowid),
+            )
+        got = dict(mem.index.search(unit(3), 50))
+        assert got[rowid] == 0.0
+        check(mem, unit(3), 50)
+        check(mem, unit(4), 13, sessions=["z", "a"])
+
+
 def test_rebuild_gives_the_same_results(index_name: str, db_path: Path) -> None:
     with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=index_name) as mem:
         fill(mem, 60)
@@ -181,14 +215,17 @@ def test_rebuild_gives_the_same_results(index_name: str, db_path: Path) -> None:
         assert mem.index.size() == 45
 
 
-def test_persisted_index_catches_up_after_writes_made_without_it(db_path: Path) -> None:
-    with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index="sqlite-vec") as mem:
+@pytest.mark.parametrize("persisted", ["sqlite-vec", *ANN])
+def test_persisted_index_catches_up_after_writes_made_without_it(
+    persisted: str, db_path: Path
+) -> None:
+    with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=persisted) as mem:
         fill(mem, 20)
         assert mem.index.size() == 20
-    with mindfile.open(db_path, vector_index="exact") as mem:  # the vec0 table goes stale
+    with mindfile.open(db_path, vector_index="exact") as mem:  # the persisted index goes stale
         mem.forget("a")
-        mem.store("e", 1, "written while sqlite-vec was not looking")
-    with mindfile.open(db_path, vector_index="sqlite-vec") as mem:
+        mem.store("e", 1, "written while the persisted index was not looking")
+    with mindfile.open(db_path, vector_index=persisted) as mem:
         assert mem.index.size() == 16
         for seed in range(5):
             check(mem, unit(seed), 8)

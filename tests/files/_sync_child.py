@@ -1,6 +1,8 @@
-"""Run as a script: sync a folder and die (``os._exit``) after N files were committed.
+"""Run as a script: sync a folder and die (``os._exit``, like ``kill -9``).
 
-``python _sync_child.py DB_PATH FOLDER N``
+``python _sync_child.py DB_PATH FOLDER N between``: one file per transaction, die after
+N transactions committed. ``... N inside``: the default grouping, die while the Nth file's
+chunks are written, its transaction (with the files sharing it) still open.
 """
 
 from __future__ import annotations
@@ -16,17 +18,21 @@ sync_module = importlib.import_module("mindfile.files.sync")
 
 
 def main() -> None:
-    path, folder, limit = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    original = sync_module._commit
+    path, folder, limit, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    name = "_commit" if mode == "between" else "_write_file"
+    original = getattr(sync_module, name)
     done = [0]
 
-    def commit_then_maybe_die(*args: object, **kwargs: object) -> None:
-        original(*args, **kwargs)  # type: ignore[arg-type]
+    def call_then_maybe_die(*args: object, **kwargs: object) -> object:
+        result = original(*args, **kwargs)
         done[0] += 1
         if done[0] >= limit:
-            os._exit(1)  # like kill -9, between two files' transactions
+            os._exit(1)
+        return result
 
-    sync_module._commit = commit_then_maybe_die  # type: ignore[assignment]
+    if mode == "between":
+        sync_module.COMMIT_CHUNKS = 1  # type: ignore[attr-defined]
+    setattr(sync_module, name, call_then_maybe_die)
     with mindfile.open(path, embedder="hash") as mem:
         mem.sync([folder])
     sys.exit("should have died")

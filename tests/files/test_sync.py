@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 import os
@@ -10,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -223,22 +225,33 @@ def test_concurrent_search_sees_whole_files(mem: mindfile.Mindfile, tree: Path) 
     assert mixed == []
 
 
-def test_a_killed_sync_is_finished_by_the_next(tmp_path: Path, tree: Path) -> None:
+@pytest.mark.parametrize(("mode", "kept"), [("between", 5), ("inside", 0)])
+def test_a_killed_sync_is_finished_by_the_next(
+    tmp_path: Path, tree: Path, mode: str, kept: int
+) -> None:
     for i in range(10):
         write(tree / "many" / f"f{i}.md", f"# file {i}\n\n{lines(5, f'w{i}')}")
     path = tmp_path / "k.db"
     child = subprocess.run(
-        [sys.executable, str(CHILD), str(path), str(tree), "5"],
+        [sys.executable, str(CHILD), str(path), str(tree), "5", mode],
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert child.returncode == 1, child.stderr
     with mindfile.open(path, embedder="hash") as mem:
-        assert len(file_rows(mem)) == 5  # five whole files, nothing half-written
+        # Whole files only: 5 committed transactions, or none when the process died
+        # inside the one transaction the small files share.
+        rows = file_rows(mem)
+        assert len(rows) == kept
+        written = mem.db.query(
+            "SELECT f.path, count(c.id) FROM files AS f LEFT JOIN chunks AS c "
+            "ON c.file_id = f.id GROUP BY f.id"
+        )
+        assert {str(p): int(n) for p, n in written} == rows
         assert mem.reconcile(repair=False).consistent
         report = mem.sync([tree])
-        assert (report.added, report.unchanged) == (9, 5)
+        assert (report.added, report.unchanged) == (14 - kept, kept)
         assert len(file_rows(mem)) == 14
         assert mem.reconcile(repair=False).consistent
 
@@ -364,3 +377,24 @@ def test_watch_resyncs_after_a_change(mem: mindfile.Mindfile, tree: Path) -> Non
         stop.set()
         watcher.join(10)
     assert not watcher.is_alive()
+
+
+def test_small_files_share_a_transaction_and_a_large_one_has_its_own() -> None:
+    sync_module = importlib.import_module("mindfile.files.sync")
+    limit = sync_module.COMMIT_CHUNKS
+
+    def item(n: int) -> Any:
+        return sync_module._Pending(None, "", [None] * n, None)
+
+    sizes = [0, 10, 20, limit, 5, limit - 5, 1, 3 * limit, 2, 0]
+    groups = sync_module._groups([item(n) for n in sizes])
+    assert [[len(i.chunks) for i in g] for g in groups] == [
+        [0, 10, 20],
+        [limit],
+        [5, limit - 5],
+        [1],
+        [3 * limit],
+        [2, 0],
+    ]
+    assert sync_module._groups([item(0)]) != []
+    assert sync_module._groups([]) == []

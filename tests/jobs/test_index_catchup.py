@@ -17,7 +17,19 @@ from mindfile.jobs import queue
 
 from ._support import DIMS, count, messages, open_store
 
-INDEXES = ["exact", "sqlite-vec"]
+INDEXES = ["exact", "sqlite-vec", "zvec", "lancedb"]
+
+
+@pytest.fixture(autouse=True)
+def merge_eagerly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The on-disk ANN indexes fold every change into their base at once, so the
+    out-of-order vectors reach the base (not only the in-memory delta)."""
+    from mindfile.vector.lance_index import LanceIndex
+    from mindfile.vector.zvec_index import ZvecIndex
+
+    for cls in (ZvecIndex, LanceIndex):
+        monkeypatch.setattr(cls, "min_delta", 0)
+        monkeypatch.setattr(cls, "background", False)
 
 
 def nearest(mem: mindfile.Mindfile, text: str) -> tuple[str, float]:

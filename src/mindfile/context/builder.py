@@ -34,18 +34,23 @@ from mindfile.context.render import memory_line, memory_message, summary_message
 from mindfile.context.rerank import Ranked, Reranked, rerank
 from mindfile.context.retrieval import Scope, gather_candidates, resolve_scope
 from mindfile.context.types import Context, ContextConfig, ContextItem
+from mindfile.embed import fusion_weights
 from mindfile.embed.base import Vector, check_query_vector, normalize
 from mindfile.errors import InvalidInputError, LimitExceededError, MindfileError
 from mindfile.index.chunking import normalize_text
 from mindfile.index.pipeline import check_id
 from mindfile.memory.summary import read_summary_state
+from mindfile.retrieve.search import DEFAULT_CANDIDATES
 from mindfile.tokens import TokenCounter, estimate_tokens, message_tokens
 from mindfile.types import MemoryRecord
 
 if TYPE_CHECKING:
     from mindfile.engine import Mindfile
 
-__all__ = ["build_context"]
+__all__ = ["TOKENS_PER_MEMORY", "build_context"]
+
+#: A typical memory line's cost, to size the hybrid leg from the budget.
+TOKENS_PER_MEMORY = 25
 
 
 def build_context(
@@ -96,8 +101,9 @@ def build_context(
         now=clock,
         recent_from=recent[0].sequence if recent else None,
     )
-    ranked = _rank_memories(engine, scope, query, query_vec, cfg, clock)
-    packer = _Packer(token_counter, token_budget - reserved)
+    available = token_budget - reserved
+    ranked = _rank_memories(engine, scope, query, query_vec, cfg, clock, available)
+    packer = _Packer(token_counter, available)
     for dup, _of, why in ranked.duplicates:
         packer.dropped.append(_memory_item(dup, "memory", why, 0))
     if state is not None and state.summary:
@@ -219,8 +225,9 @@ def _rank_memories(
     query_vec: Vector | None,
     cfg: ContextConfig,
     clock: datetime,
+    available: int,
 ) -> Reranked:
-    """The salience, relevance and lexical legs, reranked and de-duplicated."""
+    """The salience, relevance, lexical and hybrid legs, reranked and de-duplicated."""
     candidates = gather_candidates(
         engine.db,
         engine.index,
@@ -233,6 +240,9 @@ def _rank_memories(
         salient_pool=cfg.max_salient * 3,
         lexical_k=cfg.lexical_k,
         lexical=engine.lexical,
+        hybrid_k=_hybrid_k(available, cfg) if cfg.hybrid else 0,
+        fusion_weights=fusion_weights(engine.embedder),
+        hybrid_floor=cfg.hybrid_floor,
     )
     return rerank(
         candidates,
@@ -243,19 +253,30 @@ def _rank_memories(
     )
 
 
+def _hybrid_k(available: int, cfg: ContextConfig) -> int:
+    """How many of the fused ranking to admit: what the whole budget could hold at
+    ~:data:`TOKENS_PER_MEMORY` tokens a memory (at least 8; at most ``search``'s depth)."""
+    if cfg.max_memories is not None:
+        return cfg.max_memories
+    return max(8, min(available // TOKENS_PER_MEMORY, DEFAULT_CANDIDATES))
+
+
 def _select(kept: list[Ranked], cfg: ContextConfig, packer: _Packer) -> list[tuple[Ranked, str]]:
-    """Salient first (at most ``max_salient``), then relevant, at most ``max_memories``."""
+    """Salient first (at most ``max_salient``), then relevant, at most ``max_memories``
+    (when set; else the budget decides)."""
     salient = [r for r in kept if "salience" in r.candidate.legs][: cfg.max_salient]
     picked = {id(r) for r in salient}
     ordered: list[tuple[Ranked, str]] = [(r, "salient") for r in salient]
     for r in kept:
         if id(r) in picked:
             continue
-        if r.candidate.legs & {"relevance", "lexical"}:
+        if r.candidate.legs & {"relevance", "lexical", "hybrid"}:
             ordered.append((r, "memory"))
         else:
             why = f"salient, but over max_salient={cfg.max_salient}"
             packer.dropped.append(_memory_item(r, "salient", why, 0))
+    if cfg.max_memories is None:
+        return ordered
     for r, source in ordered[cfg.max_memories :]:
         why = f"ranked below max_memories={cfg.max_memories}"
         packer.dropped.append(_memory_item(r, source, why, 0))
@@ -274,6 +295,8 @@ def _reason(r: Ranked, source: str, cfg: ContextConfig) -> str:
         why.append(f"similarity {r.similarity:.2f} ≥ {cfg.relevance_threshold:g}")
     if "lexical" in c.legs:
         why.append(f"lexical match (BM25 top {cfg.lexical_k})")
+    if "hybrid" in c.legs:
+        why.append(f"among the best of search's ranking (relevance {c.relevance or 0.0:.2f})")
     return f"{' and '.join(why)}; {r.formula}"
 
 
@@ -363,6 +386,35 @@ class _Packer:
         self._fill(cap)
 
     def _fill(self, cap: int) -> None:
+        """Accept pool memories in rank order while the memories message fits ``cap``.
+
+        Measuring the whole message for every candidate is quadratic (70 memories at a
+        4,000-token budget: 2,500 counts of a growing message). A line usually adds at
+        most its own tokens plus one for its newline, so that bound decides first and
+        the exact count confirms once; a counter for which the bound does not hold
+        falls back to measuring every step.
+        """
+        before = [m.accepted for m in self.pool]
+        accepted = [m for m in self.pool if m.accepted]
+        cost = self._block_cost(accepted)
+        for mem in self.pool:
+            if mem.accepted:
+                continue
+            grown = self._block_cost([mem]) if not accepted else cost + self.counter(mem.line) + 1
+            if grown <= cap:
+                mem.accepted = True
+                accepted.append(mem)
+                cost = grown
+        if self._block_cost(accepted) > cap:
+            for mem, was in zip(self.pool, before, strict=True):
+                mem.accepted = was
+            self._fill_exact(cap)
+            return
+        used = self._block_cost(accepted)
+        self.left -= used - self.memory_cost
+        self.memory_cost = used
+
+    def _fill_exact(self, cap: int) -> None:
         for mem in self.pool:
             if mem.accepted:
                 continue
@@ -427,9 +479,18 @@ class _Packer:
         accepted = [m for m in self.pool if m.accepted]
         items = list(self.items_head)
         messages = [*head, *self.messages_head]
+        # Item tokens: the growth of the message as each memory joins it, by a bound
+        # (the line's tokens plus its newline) corrected on the last item so that the
+        # items add up exactly to the message's cost.
         before = 0
+        total = self._block_cost(accepted)
         for i, mem in enumerate(accepted, start=1):
-            after = self._block_cost(accepted[:i])
+            if i == len(accepted):
+                after = total
+            elif i == 1:
+                after = self._block_cost(accepted[:1])
+            else:
+                after = min(before + self.counter(mem.line) + 1, total)
             items.append(_memory_item(mem.ranked, mem.source, mem.reason, after - before))
             before = after
         if accepted:

@@ -3,6 +3,8 @@
 ``final = w_s * similarity + w_r * recency + w_i * importance`` where
 
 - ``similarity`` is the cosine between the query and the chunk (clipped below at 0),
+  or, for a candidate with a ``relevance`` (the hybrid leg's fused vector + BM25 score,
+  what ``search`` ranks by), that relevance,
 - ``recency`` is ``0.5 ** (age / half_life)`` from the chunk's ``created_at``
   (1.0 for a chunk written now, 0.5 one half-life ago; future timestamps count as now),
 - ``importance`` is the chunk's importance in [0, 1], or 1.0 when it is pinned.
@@ -27,7 +29,7 @@ from mindfile.errors import InvalidInputError
 
 __all__ = ["Candidate", "Ranked", "Reranked", "recency_score", "rerank"]
 
-Leg = Literal["relevance", "salience", "lexical"]
+Leg = Literal["relevance", "salience", "lexical", "hybrid"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +37,9 @@ class Candidate:
     """A chunk offered to the reranker.
 
     ``legs`` says which retrieval legs found it; ``vector`` (L2-normalised) is only
-    used for near-duplicate removal and may be None.
+    used for near-duplicate removal and may be None. ``relevance``, when set, is the
+    candidate's fused hybrid score (vector and BM25, in [0, 1], as ``search`` ranks) and
+    takes the place of the cosine in the first term.
     """
 
     chunk_id: str
@@ -50,6 +54,7 @@ class Candidate:
     sequence_end: int | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     vector: npt.NDArray[np.float32] | None = field(default=None, compare=False, repr=False)
+    relevance: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict of the fields (without the vector)."""
@@ -65,6 +70,7 @@ class Candidate:
             "legs": sorted(self.legs),
             "sequence_end": self.sequence_end,
             "metadata": dict(self.metadata),
+            "relevance": self.relevance,
         }
 
 
@@ -83,8 +89,10 @@ class Ranked:
     def formula(self) -> str:
         """``final 0.62 = 0.70×0.71 + 0.20×0.40 + 0.10×0.50``."""
         w = self.explain["weights"]
+        first = self.explain.get("relevance")
+        first_text = f"{self.similarity:.2f}" if first is None else f"relevance {float(first):.2f}"
         return (
-            f"final {self.score:.2f} = {w['similarity']:.2f}×{self.similarity:.2f}"
+            f"final {self.score:.2f} = {w['similarity']:.2f}×{first_text}"
             f" + {w['recency']:.2f}×{self.recency:.2f}"
             f" + {w['importance']:.2f}×{self.importance:.2f}"
         )
@@ -149,15 +157,17 @@ def rerank(
     kept: list[Ranked] = []
     dups: list[tuple[Ranked, str, str]] = []
     seen_ids: set[str] = set()
+    seen = _Seen(len(ranked))
     for item in ranked:
         cand = item.candidate
         if cand.chunk_id in seen_ids:
             continue  # the same chunk offered twice: the better-scored copy is kept
-        why = _duplicate_of(cand, kept, near_duplicate)
+        why = seen.duplicate_of(cand, near_duplicate)
         if why is not None:
             dups.append((item, why[0], why[1]))
             continue
         seen_ids.add(cand.chunk_id)
+        seen.add(cand)
         kept.append(item)
     return Reranked(tuple(kept), tuple(dups))
 
@@ -168,16 +178,18 @@ def _order(r: Ranked) -> tuple[float, float, float, str]:
 
 def _score(c: Candidate, now: datetime, w: RerankWeights, half_life: timedelta) -> Ranked:
     sim = max(float(c.similarity), 0.0)
+    rel = None if c.relevance is None else min(max(float(c.relevance), 0.0), 1.0)
     rec = recency_score(c.created_at, now, half_life)
     imp = 1.0 if c.pinned else min(max(float(c.importance), 0.0), 1.0)
     terms = {
-        "similarity": w.similarity * sim,
+        "similarity": w.similarity * (sim if rel is None else rel),
         "recency": w.recency * rec,
         "importance": w.importance * imp,
     }
     final = terms["similarity"] + terms["recency"] + terms["importance"]
     explain = {
         "similarity": sim,
+        "relevance": rel,
         "recency": rec,
         "importance": imp,
         "pinned": c.pinned,
@@ -191,17 +203,42 @@ def _score(c: Candidate, now: datetime, w: RerankWeights, half_life: timedelta) 
     return Ranked(c, final, sim, rec, imp, explain)
 
 
-def _duplicate_of(
-    cand: Candidate, kept: Sequence[Ranked], threshold: float | None
-) -> tuple[str, str] | None:
-    for other in kept:
-        prev = other.candidate
-        if cand.content_hash is not None and cand.content_hash == prev.content_hash:
-            return prev.chunk_id, f"same content as {prev.chunk_id}"
-        if threshold is not None and cand.vector is not None and prev.vector is not None:
-            cos = float(np.dot(cand.vector, prev.vector))
-            if cos >= threshold:
-                return prev.chunk_id, (
-                    f"near-duplicate of {prev.chunk_id} (cosine {cos:.3f} ≥ {threshold:.2f})"
-                )
-    return None
+class _Seen:
+    """The kept candidates' content hashes and vectors, for the duplicate checks: one
+    matrix product per candidate instead of a dot product per kept pair."""
+
+    def __init__(self, capacity: int) -> None:
+        self._hashes: dict[str, str] = {}
+        self._ids: list[str] = []
+        self._matrix: npt.NDArray[np.float32] | None = None
+        self._n = 0
+        self._capacity = max(capacity, 1)
+
+    def add(self, cand: Candidate) -> None:
+        if cand.content_hash is not None:
+            self._hashes.setdefault(cand.content_hash, cand.chunk_id)
+        if cand.vector is None:
+            return
+        if self._matrix is None:
+            self._matrix = np.empty((self._capacity, len(cand.vector)), dtype=np.float32)
+        if len(cand.vector) != self._matrix.shape[1]:
+            return
+        self._matrix[self._n] = cand.vector
+        self._ids.append(cand.chunk_id)
+        self._n += 1
+
+    def duplicate_of(self, cand: Candidate, threshold: float | None) -> tuple[str, str] | None:
+        if cand.content_hash is not None and cand.content_hash in self._hashes:
+            prev = self._hashes[cand.content_hash]
+            return prev, f"same content as {prev}"
+        if threshold is None or cand.vector is None or self._matrix is None or not self._n:
+            return None
+        if len(cand.vector) != self._matrix.shape[1]:
+            return None
+        cosines = self._matrix[: self._n] @ cand.vector
+        hits = np.flatnonzero(cosines >= threshold)
+        if not len(hits):
+            return None
+        first = int(hits[0])  # the best-ranked kept one, as the pairwise walk found
+        prev, cos = self._ids[first], float(cosines[first])
+        return prev, f"near-duplicate of {prev} (cosine {cos:.3f} ≥ {threshold:.2f})"

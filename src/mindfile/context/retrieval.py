@@ -47,7 +47,9 @@ from mindfile.manage.expiry import get_decay_policy
 from mindfile.manage.importance import effective_importance
 from mindfile.memory.facts import facts_session
 from mindfile.memory.notes import notes_session
+from mindfile.retrieve.fusion import weighted_fusion
 from mindfile.retrieve.retriever import ReadFilter, Retriever
+from mindfile.retrieve.search import DEFAULT_CANDIDATES
 from mindfile.storage.db import Database
 from mindfile.vector.base import VectorIndex
 
@@ -186,13 +188,21 @@ def gather_candidates(
     salient_pool: int,
     lexical_k: int,
     lexical: Bm25Index | None = None,
+    hybrid_k: int = 0,
+    fusion_weights: tuple[float, float] = (0.7, 0.3),
+    hybrid_floor: float = -1.0,
 ) -> list[Candidate]:
     """Candidates from every leg, one per chunk, with the legs that found it.
 
-    The lexical leg ranks on the in-memory BM25 index when given, else on FTS5.
+    The lexical leg ranks on the in-memory BM25 index when given, else on FTS5. The
+    hybrid leg (``hybrid_k`` > 0) is ``search``'s ranking: each leg's best
+    ``DEFAULT_CANDIDATES`` hits fused with the weights ``search`` uses; its top
+    ``hybrid_k`` enter with their fused score as ``relevance``, except a hit without any
+    BM25 match whose cosine is below ``hybrid_floor`` (nearest is not near).
     """
     legs: dict[int, set[Leg]] = {}
     scores: dict[int, float] = {}
+    relevance: dict[int, float] = {}
     sql, params = scope.where(lookback=False)
     # Stored importance bounds the effective (decayed) one from above, so this is a
     # superset; the exact test runs on the loaded candidates.
@@ -204,24 +214,39 @@ def gather_candidates(
     for (rowid,) in salient:
         legs.setdefault(int(rowid), set()).add("salience")
     sql, params = scope.where()
+    depth = DEFAULT_CANDIDATES if hybrid_k > 0 else 0
     found = Retriever(db, index, lexical).legs(
         query,
         query_vec,
         ReadFilter(condition=sql, params=tuple(params)),
-        vector_k=candidate_pool,
-        lexical_k=lexical_k,
+        vector_k=max(candidate_pool, depth),
+        lexical_k=max(lexical_k, depth),
     )
-    for rowid, sim in found.vector:
+    for rowid, sim in found.vector[:candidate_pool]:
         if sim >= relevance_threshold:
             legs.setdefault(rowid, set()).add("relevance")
             scores[rowid] = sim
-    for rowid, _ in found.lexical:
+    for rowid, _ in found.lexical[:lexical_k]:
         legs.setdefault(rowid, set()).add("lexical")
+    for rowid, sim in found.vector:
+        scores.setdefault(rowid, sim)
+    if hybrid_k > 0 and (found.vector or found.lexical):
+        vector_leg = found.vector if query_vec is not None else []
+        fused = weighted_fusion(vector_leg, found.lexical, *fusion_weights)
+        if not vector_leg:  # no query vector: BM25 alone, as search degrades
+            fused = weighted_fusion([], found.lexical, 0.0, 1.0)
+        relevance.update((rowid, item.score) for rowid, item in fused.items())
+        admissible = (
+            f for f in fused.values() if f.fts is not None or (f.vector or -1.0) >= hybrid_floor
+        )
+        best = sorted(admissible, key=lambda f: (-f.score, f.rowid))[:hybrid_k]
+        for item in best:
+            legs.setdefault(item.rowid, set()).add("hybrid")
     if not legs:
         return []
     half_life = get_decay_policy(db).half_life_seconds
     out = []
-    for cand in _load(db, legs, scores, query_vec, scope.now, half_life):
+    for cand in _load(db, legs, scores, relevance, query_vec, scope.now, half_life):
         if "salience" in cand.legs and not (cand.pinned or cand.importance >= salience_threshold):
             rest = cand.legs - {"salience"}
             if not rest:
@@ -235,6 +260,7 @@ def _load(
     db: Database,
     legs: dict[int, set[Leg]],
     scores: dict[int, float],
+    relevance: dict[int, float],
     query_vec: Vector | None,
     now: str,
     half_life: float | None,
@@ -268,6 +294,9 @@ def _load(
                 sequence_end=int(seq_end),
                 metadata=json.loads(meta),
                 vector=vector,
+                # With the hybrid leg on, every candidate is ranked on its scale (one
+                # found by salience alone has no fused score: 0).
+                relevance=relevance.get(int(rowid), 0.0) if relevance else None,
             )
         )
     return out

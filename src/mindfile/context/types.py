@@ -74,8 +74,9 @@ class ContextConfig:
     - ``salience_threshold``: importance at or above which a chunk is salient (0.85);
       pinned chunks are always salient.
     - ``candidate_pool``: how many nearest chunks the vector leg fetches (20).
-    - ``max_memories`` / ``max_salient``: how many memories at most (8), of which
-      salient ones at most ``max_salient`` (4).
+    - ``max_memories`` / ``max_salient``: how many memories at most (``None``, the
+      default: as many as the budget holds), of which salient ones at most
+      ``max_salient`` (4).
     - ``memory_share``: the share of the budget left after the summary that memories may
       use before the latest turns are packed (0.40); what either side leaves flows to
       the other.
@@ -90,6 +91,10 @@ class ContextConfig:
       their cosine (5; 0 = off, the seed's three legs only). On by default because the
       bundled static model's cosines alone let through only ~20% of LoCoMo evidence at
       0.655 (docs/context.md).
+    - ``hybrid``: also admit the best of ``search``'s own ranking (vector and BM25 fused
+      with the embedder's weights), as many as the budget could hold, and rank every
+      memory on that fused relevance instead of the raw cosine (True; False = the seed's
+      cosine ranking).
     - ``include_files``: also recall chunks of synced files (:meth:`mindfile.Mindfile.sync`;
       False). Files belong to the store, not to a user, and have no lookback limit.
     """
@@ -98,7 +103,7 @@ class ContextConfig:
     relevance_threshold: float = 0.655
     salience_threshold: float = 0.85
     candidate_pool: int = 20
-    max_memories: int = 8
+    max_memories: int | None = None
     max_salient: int = 4
     memory_share: float = 0.40
     lookback_days: float | None = 90.0
@@ -107,18 +112,22 @@ class ContextConfig:
     near_duplicate: float = 0.95
     cross_session: bool = True
     lexical_k: int = 5
+    hybrid: bool = True
+    hybrid_floor: float = 0.3
     include_files: bool = False
 
     def __post_init__(self) -> None:
         _count(self.recent_turns, "recent_turns")
         _count(self.candidate_pool, "candidate_pool")
-        _count(self.max_memories, "max_memories")
+        if self.max_memories is not None:
+            _count(self.max_memories, "max_memories")
         _count(self.max_salient, "max_salient")
         _count(self.lexical_k, "lexical_k")
         _finite(self.relevance_threshold, "relevance_threshold", low=-1.0, high=1.0)
         _finite(self.salience_threshold, "salience_threshold", high=1.0)
         _finite(self.memory_share, "memory_share", high=1.0)
         _finite(self.near_duplicate, "near_duplicate", low=-1.0, high=1.0)
+        _finite(self.hybrid_floor, "hybrid_floor", low=-1.0, high=1.0)
         if self.lookback_days is not None:
             _finite(self.lookback_days, "lookback_days")
         _finite(self.half_life_days, "half_life_days")
@@ -130,6 +139,8 @@ class ContextConfig:
             raise ConfigError("cross_session must be a bool")
         if not isinstance(self.include_files, bool):
             raise ConfigError("include_files must be a bool")
+        if not isinstance(self.hybrid, bool):
+            raise ConfigError("hybrid must be a bool")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict of the settings."""
@@ -147,6 +158,8 @@ class ContextConfig:
             "near_duplicate": self.near_duplicate,
             "cross_session": self.cross_session,
             "lexical_k": self.lexical_k,
+            "hybrid": self.hybrid,
+            "hybrid_floor": self.hybrid_floor,
         }
 
 
@@ -156,9 +169,10 @@ class ContextItem:
 
     ``reason`` is a human-readable why (or why not). ``tokens`` is what it costs in the
     prompt: for memories, the growth of the memories message when it was added (the
-    first carries the message's header and framing), so the items' tokens sum to the
-    context's. ``sequence`` is the event's sequence for turns and the chunk's last
-    event for memories. ``explain`` holds the rerank terms for memories.
+    first carries the message's header and framing; the middle ones are counted as
+    their line plus its newline, the last takes the remainder), so the items' tokens
+    sum exactly to the context's. ``sequence`` is the event's sequence for turns and
+    the chunk's last event for memories. ``explain`` holds the rerank terms for memories.
     """
 
     source: ItemSource

@@ -8,12 +8,15 @@ few hundred milliseconds and happens lazily, on the first embedding call.
 from __future__ import annotations
 
 import threading
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from mindfile.embed._wordpiece import FastWordPiece
+from mindfile.embed._worker import MIN_CHARS, EmbedWorker, worker_allowed
 from mindfile.embed.base import Vector, Vectors, check_vectors
 from mindfile.errors import BackendUnavailableError, EmbeddingError
 
@@ -30,7 +33,13 @@ class StaticEmbedder:
     #: In-process and fast: may run inside a caller's transaction (index/embedding.py).
     local = True
 
-    def __init__(self, path: str | Path | None = None, *, model_id: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        model_id: str | None = None,
+        worker: bool | None = None,
+    ) -> None:
         self._path = Path(path) if path is not None else DEFAULT_MODEL_DIR
         if not (self._path / "model.safetensors").exists():
             raise BackendUnavailableError(f"no model2vec model at {self._path}")
@@ -43,7 +52,11 @@ class StaticEmbedder:
         # (docs/retrieval.md). Other model2vec models keep the seed's weights.
         self.fusion_weights: tuple[float, float] | None = (0.3, 0.7) if path is None else None
         self._model: Any = None
+        self._fast: FastWordPiece | None = None
         self._lock = threading.Lock()
+        # Large batches in a helper process (embed/_worker.py): None = where allowed.
+        use_worker = worker_allowed() if worker is None else bool(worker)
+        self._worker = EmbedWorker(None if path is None else self._path) if use_worker else None
 
     @property
     def model_id(self) -> str:
@@ -65,17 +78,54 @@ class StaticEmbedder:
                     # on 1,000-character chunks, vectors equal to cosine 0.9999998.
                     if model.embedding.dtype == np.float16:
                         model.embedding = model.embedding.astype(np.float32)
+                    self._fast = FastWordPiece.for_model(model)
                     self._model = model
         return self._model
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.zeros((0, self._dims), dtype=np.float32)
+        worker = self._worker
+        if worker is not None and sum(map(len, texts)) >= MIN_CHARS:
+            got = worker.try_embed(list(texts), self._dims)
+            if got is not None:
+                return check_vectors(got, len(texts), self._dims, self._model_id)
         try:
-            out = self._load().encode(list(texts), show_progress_bar=False)
+            out = self._encode(self._load(), list(texts))
         except Exception as exc:  # a third-party failure must surface as our error
             raise EmbeddingError(f"model2vec failed: {exc}") from exc
         return check_vectors(out, len(texts), self._dims, self._model_id)
+
+    def _encode(self, model: Any, texts: list[str]) -> Vectors:
+        """``model.encode(texts)``, with ASCII texts tokenized by the fast path
+        (:mod:`mindfile.embed._wordpiece`: same ids) and pooled as model2vec pools."""
+        fast = self._fast
+        ids = [None] * len(texts) if fast is None else fast.ids_many(texts)
+        slow = [i for i, row in enumerate(ids) if row is None]
+        if len(slow) == len(texts):
+            return np.asarray(model.encode(texts, show_progress_bar=False))
+        out = np.zeros((len(texts), self._dims), dtype=np.float32)
+        if slow:
+            out[slow] = model.encode([texts[i] for i in slow], show_progress_bar=False)
+        # model2vec's pooling (StaticModel._encode_batch): texts of one token count
+        # together, mean of their token vectors, then L2 normalisation.
+        buckets: dict[int, list[int]] = defaultdict(list)
+        for i, row in enumerate(ids):
+            if row:
+                buckets[len(row)].append(i)
+        embedding = model.embedding
+        for indices in buckets.values():
+            matrix = np.array([ids[i] for i in indices], dtype=np.int64)
+            pooled = embedding[matrix].mean(axis=1).astype(np.float32)
+            if model.normalize:
+                pooled /= np.linalg.norm(pooled, axis=1, keepdims=True) + 1e-32
+            out[indices] = pooled
+        return out
+
+    def close(self) -> None:
+        """Stop the helper process, if one runs (it also stops by itself when idle)."""
+        if self._worker is not None:
+            self._worker.close()
 
     def embed_query(self, text: str) -> Vector:
         row: Vector = self.embed_documents([text])[0]

@@ -12,10 +12,11 @@ For each root folder (one session ``files:<hash of its absolute path>``):
 4. new and changed files are cut along lines (:mod:`mindfile.files.lines`); text the
    file already had keeps its vector, the rest goes through the write pipeline's
    prepare stage (embedding cache, background indexing) in batches across files;
-5. each file is then replaced in **one transaction** (its old chunks out, the new ones
-   in, the row updated), so a concurrent search sees the old or the new file, never a
-   mix, and an interrupted sync (exception, ``kill -9``) leaves every file either fully
-   old or fully new: the next sync finishes the job;
+5. each file is then replaced inside **one transaction** (its old chunks out, the new
+   ones in, the row updated; small files share a transaction of <= 256 chunks), so a
+   concurrent search sees the old or the new file, never a mix, and an interrupted
+   sync (exception, ``kill -9``) leaves every file either fully old or fully new: the
+   next sync finishes the job;
 6. files gone from the folder (or now excluded) are deleted with their chunks.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,7 +42,7 @@ from mindfile.index.pipeline import dump_json
 from mindfile.memory._write import embed_texts
 from mindfile.storage import files as sql
 from mindfile.storage import log
-from mindfile.storage.chunks import ChunkRow, insert_chunk
+from mindfile.storage.chunks import ChunkRow, insert_chunks
 from mindfile.storage.db import utcnow
 from mindfile.types import _ToDict
 
@@ -53,6 +55,13 @@ __all__ = ["MAX_FILE_BYTES", "SyncReport", "root_session", "sync"]
 MAX_FILE_BYTES = 2 * 1024 * 1024
 #: Files whose chunks are embedded together (one prepare call).
 FILES_PER_BATCH = 16
+#: Batches embedded ahead of the one being written.
+EMBED_AHEAD = 4
+#: Chunks written per transaction: small files share one (a file is never split).
+#: Fewer, larger transactions halve FTS5's segment merging: 3,575 -> 6,025 chunks/s
+#: from 8 to 200 chunks per transaction on source files; the write lock is held
+#: ~40 ms at this size.
+COMMIT_CHUNKS = 256
 SESSION_PREFIX = "files:"
 #: Skip reasons that remove a previously indexed file from the index.
 PERMANENT = ("too large", "binary", "not UTF-8")
@@ -208,21 +217,21 @@ def _sync_root(
         with db.atomic():
             log.upsert_session(db, session_id, utcnow(), touch=False)
     _renames(engine, session_id, changed, gone, report)
-    # Embed batch n + 1 in a worker thread while batch n is written: the embedder
-    # (tokenizers, numpy) and SQLite both release the GIL, so the two cores overlap.
+    # Embed up to EMBED_AHEAD batches ahead in a worker thread while earlier ones are
+    # written: the embedder (its helper process, numpy) and SQLite release the GIL, so
+    # the two cores overlap; the queue evens out batches of unequal cost.
     batches = [changed[i : i + FILES_PER_BATCH] for i in range(0, len(changed), FILES_PER_BATCH)]
-    with ThreadPoolExecutor(1, thread_name_prefix="mindfile-sync-embed") as pool:
-        pending = pool.submit(_embed, engine, batches[0], report) if batches else None
+    pool = ThreadPoolExecutor(1, thread_name_prefix="mindfile-sync-embed")
+    try:
+        ahead = deque(pool.submit(_embed, engine, b, report) for b in batches[:EMBED_AHEAD])
         for n, batch in enumerate(batches):
-            assert pending is not None
-            pending.result()
-            pending = (
-                pool.submit(_embed, engine, batches[n + 1], report)
-                if n + 1 < len(batches)
-                else None
-            )
-            for item in batch:
-                _commit(engine, session_id, root_text, item, report)
+            ahead.popleft().result()
+            if n + EMBED_AHEAD < len(batches):
+                ahead.append(pool.submit(_embed, engine, batches[n + EMBED_AHEAD], report))
+            for group in _groups(batch):
+                _commit(engine, session_id, root_text, group, report)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     for _relpath, row in sorted(gone.items()):
         with db.atomic():
             report.chunks_removed += sql.delete_file(db, row[0])
@@ -325,42 +334,62 @@ def _embed(engine: Mindfile, batch: list[_Pending], report: SyncReport) -> None:
         ]
 
 
+def _groups(batch: list[_Pending]) -> list[list[_Pending]]:
+    """Consecutive files whose chunks together stay within ``COMMIT_CHUNKS`` (a larger
+    file alone): one transaction each."""
+    groups: list[list[_Pending]] = []
+    size = 0
+    for item in batch:
+        if not groups or size + len(item.chunks) > COMMIT_CHUNKS:
+            groups.append([])
+            size = 0
+        groups[-1].append(item)
+        size += len(item.chunks)
+    return groups
+
+
 def _commit(
-    engine: Mindfile, session_id: str, root: str, item: _Pending, report: SyncReport
+    engine: Mindfile, session_id: str, root: str, group: list[_Pending], report: SyncReport
 ) -> None:
+    """Replace the group's files in one transaction (each file whole: old or new)."""
+    db = engine.db
+    now = utcnow()
+    removed = added = 0
+    with db.atomic():
+        for item in group:
+            if item.old_id is not None:
+                removed += sql.clear_chunks(db, item.old_id)
+            added += _write_file(engine, session_id, root, item, now)
+    report.chunks_removed += removed
+    report.chunks_added += added
+    for item in group:
+        if item.old_id is None:
+            report.added += 1
+        else:
+            report.updated += 1
+
+
+def _write_file(engine: Mindfile, session_id: str, root: str, item: _Pending, now: str) -> int:
     db = engine.db
     cand = item.candidate
-    now = utcnow()
-    with db.atomic():
-        if item.old_id is not None:
-            report.chunks_removed += sql.clear_chunks(db, item.old_id)
-        file_id = sql.upsert_file(
-            db, session_id, root, cand.relpath, item.digest, cand.size, cand.mtime_ns, now
+    file_id = sql.upsert_file(
+        db, session_id, root, cand.relpath, item.digest, cand.size, cand.mtime_ns, now
+    )
+    # The file's part of every chunk's metadata, checked once; lines are added per chunk.
+    head = dump_json({"kind": "file", "path": cand.relpath, "root": root}, "file metadata")
+    head = head[:-1]
+    rows = [
+        ChunkRow(
+            session_id,
+            chunk.text,
+            content_hash(f"file\x00{file_id}\x00{chunk.start_line}\x00{chunk.text}"),
+            f'{head},"start_line":{chunk.start_line},"end_line":{chunk.end_line}}}',
+            chunk.start_line,
+            chunk.end_line,
+            file_id=file_id,
         )
-        for chunk, vector in zip(item.chunks, item.vectors, strict=True):
-            meta = dump_json(
-                {
-                    "kind": "file",
-                    "path": cand.relpath,
-                    "root": root,
-                    "start_line": chunk.start_line,
-                    "end_line": chunk.end_line,
-                },
-                "file metadata",
-            )
-            row = ChunkRow(
-                session_id,
-                chunk.text,
-                content_hash(f"file\x00{file_id}\x00{chunk.start_line}\x00{chunk.text}"),
-                meta,
-                chunk.start_line,
-                chunk.end_line,
-                file_id=file_id,
-            )
-            insert_chunk(db, row, vector, engine.embedder.model_id, now)
-        sql.set_chunk_count(db, file_id, len(item.chunks))
-    report.chunks_added += len(item.chunks)
-    if item.old_id is None:
-        report.added += 1
-    else:
-        report.updated += 1
+        for chunk in item.chunks
+    ]
+    insert_chunks(db, rows, item.vectors, engine.embedder.model_id, now)
+    sql.set_chunk_count(db, file_id, len(item.chunks))
+    return len(item.chunks)

@@ -4,15 +4,16 @@ Every writer (``store``/``store_many``, notes, facts, consolidation summaries, L
 extraction through notes and facts) prepares its chunks and vectors outside any
 transaction (:mod:`mindfile.index.pipeline`, :func:`mindfile.index.embedding.
 prepare_vectors`), then, inside one short write transaction, calls
-:func:`insert_chunk` for each new chunk. It writes the chunk row (the FTS5 row follows
-by trigger, in the same transaction) and either the chunk's vector or, when the vector
-is not there yet (``indexing="background"``), a job that embeds it later
+:func:`insert_chunk` (or :func:`insert_chunks`) for its new chunks. It writes the chunk
+row (the FTS5 row follows by trigger, in the same transaction) and either the chunk's
+vector or, when the vector is not there yet (``indexing="background"``), a job that embeds it later
 (:mod:`mindfile.jobs`, whose :func:`~mindfile.jobs.queue.complete` is the deferred half
 of this stage). See docs/architecture.md, "Write path".
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import blake3
@@ -28,6 +29,7 @@ __all__ = [
     "chunk_id_for",
     "find_chunk",
     "insert_chunk",
+    "insert_chunks",
     "vector_blob",
 ]
 
@@ -100,30 +102,45 @@ def insert_chunk(
     Must run inside the caller's ``db.atomic()``; the caller has de-duplicated the chunk
     (:func:`find_chunk`). ``vector=None`` queues a ``memory_jobs`` row instead.
     """
-    rowid = int(
-        db.scalar(
-            INSERT_CHUNK,
-            (
-                chunk_id_for(row.session_id, row.content_hash),
-                row.session_id,
-                row.text,
-                row.content_hash,
-                row.sequence_start,
-                row.sequence_end,
-                row.metadata_json,
-                now,
-                row.context_before,
-                row.context_after,
-                row.importance,
-                row.expires_at,
-                row.consolidated_at,
-                text_hash(row.text),
-                row.file_id,
-            ),
+    return insert_chunks(db, [row], [vector], model_id, now)[0]
+
+
+def insert_chunks(
+    db: Database,
+    rows: Sequence[ChunkRow],
+    vectors: Sequence[npt.NDArray[np.floating] | None],
+    model_id: str,
+    now: str,
+) -> list[int]:
+    """:func:`insert_chunk` for many chunks in three statements (file sync writes
+    thousands per transaction); returns their rowids in order."""
+    if len(rows) != len(vectors):
+        raise ValueError("one vector (or None) per chunk row")
+    params = [
+        (
+            chunk_id_for(row.session_id, row.content_hash),
+            row.session_id,
+            row.text,
+            row.content_hash,
+            row.sequence_start,
+            row.sequence_end,
+            row.metadata_json,
+            now,
+            row.context_before,
+            row.context_after,
+            row.importance,
+            row.expires_at,
+            row.consolidated_at,
+            text_hash(row.text),
+            row.file_id,
         )
+        for row in rows
+    ]
+    rowids = [int(r[0]) for r in db.executemany_returning(INSERT_CHUNK, params)]
+    pairs = list(zip(rowids, vectors, strict=True))
+    db.executemany(
+        INSERT_VECTOR,
+        [(rowid, vector_blob(v), model_id) for rowid, v in pairs if v is not None],
     )
-    if vector is None:
-        db.execute(ENQUEUE_JOB, (rowid, now))
-    else:
-        db.execute(INSERT_VECTOR, (rowid, vector_blob(vector), model_id))
-    return rowid
+    db.executemany(ENQUEUE_JOB, [(rowid, now) for rowid, v in pairs if v is None])
+    return rowids

@@ -191,6 +191,13 @@ class Database:
         with self._lock, _translate():
             self._conn.executemany(sql, rows)
 
+    def executemany_returning(self, sql: str, rows: Sequence[Sequence[Any]]) -> list[Row]:
+        """:meth:`executemany` for a statement with ``RETURNING``: its rows, in order."""
+        if not rows:
+            return []
+        with self._lock, _translate():
+            return list(self._conn.executemany(sql, rows))
+
     def query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Row]:
         """Run a statement and return all rows as tuples.
 

@@ -1,4 +1,5 @@
-"""Vector indexes derived from ``chunks_vec``: in-memory exact (default) and sqlite-vec."""
+"""Vector indexes derived from ``chunks_vec``: in-memory exact (default), sqlite-vec, and
+the on-disk ANN indexes zvec and LanceDB (optional extras, imported when asked for)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,24 @@ from mindfile.vector.sqlite_vec import SqliteVecIndex
 
 __all__ = ["ExactIndex", "SqliteVecIndex", "VectorFilter", "VectorIndex", "make_index"]
 
+
+def _zvec(db: Database, dims: int) -> VectorIndex:
+    from mindfile.vector.zvec_index import ZvecIndex
+
+    return ZvecIndex(db, dims)
+
+
+def _lancedb(db: Database, dims: int) -> VectorIndex:
+    from mindfile.vector.lance_index import LanceIndex
+
+    return LanceIndex(db, dims)
+
+
 _INDEXES: dict[str, Callable[[Database, int], VectorIndex]] = {
     "exact": ExactIndex,
     "sqlite-vec": SqliteVecIndex,
+    "zvec": _zvec,
+    "lancedb": _lancedb,
 }
 
 

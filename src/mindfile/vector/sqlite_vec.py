@@ -170,7 +170,13 @@ class SqliteVecIndex:
                 sql += " AND rowid IN (SELECT value FROM json_each(?))"
                 params.append(json.dumps([int(r) for r in where.rowids]))
             sql += " ORDER BY distance"
-            return [(int(r), 1.0 - float(d)) for r, d in self._db.query(sql, params)]
+            rows = self._db.query(sql, params)
+        # A zero vector (an embedder's answer for text without a known token, e.g. an
+        # emoji) has no cosine distance: sqlite-vec gives NULL and sorts it first. Score
+        # it 0.0 as the exact index does. It still takes one of the k slots.
+        hits = [(int(r), 0.0 if d is None else 1.0 - float(d)) for r, d in rows]
+        hits.sort(key=lambda h: -h[1])
+        return hits
 
     def close(self) -> None:
         self._data_version = None

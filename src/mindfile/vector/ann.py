@@ -1,0 +1,829 @@
+"""Shared machinery of the on-disk ANN indexes (``zvec``, ``lancedb``): a base and a delta.
+
+Both are derived from ``chunks_vec`` like every index (see :mod:`mindfile.vector.base`);
+the layout, the lifecycle and the concurrency rules are in docs/vector-indexes.md. In
+short:
+
+* **Base**: an immutable, published *generation* of an on-disk ANN index in
+  ``<store file>.index/<backend>/``, shared (memory-mapped) by every process.
+  ``manifest.json`` says which generation is current and what it holds: the store it
+  was built from, the model and dimensions, the highest chunk id it read (``max_id``)
+  and the ``chunks_vec_changes`` sequence it is current to (``changes_seq``). It is
+  replaced by writing a new generation and renaming a new manifest over the old one.
+* **Delta**: per process, in memory, exact. The vectors the base does not have right:
+  ids above ``max_id``, and ids logged since ``changes_seq`` (re-read from SQLite). The
+  logged ids at or below ``max_id`` are *tombstones*: the index excludes them inside its
+  own search (a filter on the ``rowid`` field), and the delta holds their current
+  vector, if they still have one.
+* **Merge**: when the delta grows past a threshold, one process (a file lock decides
+  which) folds it into a new generation, off the database lock and, by default, in a
+  background thread. Until it is published, searches use the old base plus the delta:
+  results never wait for a build and never miss a change.
+
+A search asks the base for candidates (session and rowid filters applied inside the
+index), searches the delta exactly, and rescores the base's candidates with the
+float32 vectors read back from SQLite, so scores are exact cosines and a candidate that
+no longer exists (or no longer passes the filter) is dropped. With no usable base (not
+built yet, corrupt, another model) every vector is in the delta: the index is exact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from mindfile.embed.base import Vector
+from mindfile.errors import ConfigError
+from mindfile.storage.db import Database
+from mindfile.vector.base import VectorFilter, changes_since
+
+__all__ = ["AnnBackend", "AnnIndex", "Manifest", "RowBatch", "index_root", "session_key"]
+
+logger = logging.getLogger("mindfile")
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+BUILD_LOCK = "build.lock"
+STORE_ID_KEY = "ann_store_id"
+#: Seconds before a merge that failed is tried again (searches stay exact meanwhile).
+RETRY_AFTER = 30.0
+#: Rows read from SQLite per batch while building (each batch under the database lock).
+READ_BATCH = 4096
+
+_SELECT = (
+    "SELECT v.chunk_rowid, v.embedding_blob, c.session_id, c.created_at "
+    "FROM chunks_vec AS v JOIN chunks AS c ON c.id = v.chunk_rowid "
+)
+
+
+def session_key(session_id: str) -> int:
+    """A signed 64-bit key of a session id: what the on-disk indexes filter on.
+
+    Hashing keeps session ids (user text) out of the index files and out of filter
+    expressions (no quoting). A collision can only add candidates, which the rescoring
+    step drops (it checks the session in SQLite).
+    """
+    digest = hashlib.blake2b(session_id.encode("utf-8", "surrogatepass"), digest_size=8)
+    return int.from_bytes(digest.digest(), "little", signed=True)
+
+
+def _created_us(text: str) -> int:
+    try:
+        return int(datetime.fromisoformat(text).timestamp() * 1_000_000)
+    except (TypeError, ValueError):
+        return 0
+
+
+@dataclass(frozen=True, slots=True)
+class RowBatch:
+    """Rows read from SQLite for an index: ids ascending, vectors, scalar fields."""
+
+    ids: npt.NDArray[np.int64]
+    matrix: npt.NDArray[np.float32]
+    sessions: list[str]
+    created_us: npt.NDArray[np.int64]
+
+    @property
+    def session_keys(self) -> npt.NDArray[np.int64]:
+        return np.fromiter((session_key(s) for s in self.sessions), np.int64, len(self.sessions))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _batch(rows: Sequence[Sequence[Any]], dims: int) -> RowBatch:
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    if rows:
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(-1, dims)
+        matrix = matrix.astype(np.float32, copy=True)
+    else:
+        matrix = np.zeros((0, dims), dtype=np.float32)
+    created = np.fromiter((_created_us(r[3]) for r in rows), np.int64, len(rows))
+    return RowBatch(ids, matrix, [str(r[2]) for r in rows], created)
+
+
+def read_after(db: Database, after: int, dims: int, limit: int | None = None) -> RowBatch:
+    """Vectors with ``chunk_rowid > after`` in id order (at most ``limit``)."""
+    sql = _SELECT + "WHERE v.chunk_rowid > ? ORDER BY v.chunk_rowid"
+    params: list[Any] = [after]
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return _batch(db.query(sql, params), dims)
+
+
+def read_ids(db: Database, rowids: Sequence[int], dims: int) -> RowBatch:
+    """The vectors of ``rowids`` that exist, in id order."""
+    if not rowids:
+        return _batch([], dims)
+    rows = db.query(
+        _SELECT + "WHERE v.chunk_rowid IN (SELECT value FROM json_each(?)) ORDER BY v.chunk_rowid",
+        (json.dumps([int(r) for r in rowids]),),
+    )
+    return _batch(rows, dims)
+
+
+def index_root(db: Database) -> tuple[Path, bool]:
+    """Where a store's on-disk indexes live, and whether that folder is temporary.
+
+    ``<store file>.index/`` next to the file; a private temporary folder (removed on
+    close) for an in-memory store.
+    """
+    path = db.path
+    if not db.in_memory and path.startswith("file:"):
+        parts = urllib.parse.urlsplit(path)
+        query = urllib.parse.parse_qs(parts.query)
+        path = "" if "memory" in query.get("mode", []) else urllib.parse.unquote(parts.path)
+        if path in ("", ":memory:"):
+            path = ""
+    if db.in_memory or not path:
+        return Path(tempfile.mkdtemp(prefix="mindfile-index-")), True
+    file = Path(path).expanduser().resolve()
+    return file.with_name(file.name + ".index"), False
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """What a published generation holds (``manifest.json``)."""
+
+    backend: str
+    store: str
+    model: str
+    dims: int
+    generation: str
+    max_id: int
+    changes_seq: int
+    count: int
+    built_at: str
+    #: Ids of all-zero vectors (an embedder's answer for text without a known token):
+    #: they have no cosine distance, so the ANN search cannot rank them; every search
+    #: adds them to the candidates (the rescoring gives them 0.0).
+    zeros: tuple[int, ...] = ()
+    format: int = FORMAT
+
+    @classmethod
+    def load(cls, path: Path) -> Manifest | None:
+        """The manifest at ``path``; None when missing or unreadable (rebuild)."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            data["zeros"] = tuple(int(z) for z in data.get("zeros", ()))
+            manifest = cls(**data)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, TypeError) as exc:
+            logger.warning("ignoring unreadable index manifest %s: %s", path, exc)
+            return None
+        if manifest.format != FORMAT:
+            return None
+        return manifest
+
+    def save(self, path: Path) -> None:
+        """Write atomically: a temporary file, fsync, rename over, fsync the folder."""
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(asdict(self), fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, *, blocking: bool) -> Iterator[bool]:
+    """An exclusive ``flock`` on ``path`` (its own file description, so threads of one
+    process exclude each other too). Yields whether it was taken; released by the
+    kernel if the process dies."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+class BaseReader:
+    """An open, read-only published generation. Subclasses implement the search."""
+
+    def __init__(self, manifest: Manifest) -> None:
+        self.manifest = manifest
+        self._users = 0
+        self._retired = False
+        self._guard = threading.Lock()
+
+    def candidates(
+        self,
+        query: npt.NDArray[np.float32],
+        k: int,
+        *,
+        session_keys: Sequence[int] | None,
+        rowids: Sequence[int] | None,
+        exclude: Sequence[int],
+    ) -> list[int]:
+        """Up to ``k`` chunk ids nearest to ``query`` passing the filters, best first."""
+        raise NotImplementedError
+
+    def count_present(self, rowids: Sequence[int]) -> int:
+        """How many of ``rowids`` this generation holds."""
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        raise NotImplementedError
+
+    # Searches of other threads may still use a reader that was replaced: it is closed
+    # when the last one is done.
+    def acquire(self) -> None:
+        with self._guard:
+            self._users += 1
+
+    def release(self) -> None:
+        with self._guard:
+            self._users -= 1
+            done = self._retired and self._users == 0
+        if done:
+            self._close()
+
+    def retire(self) -> None:
+        with self._guard:
+            self._retired = True
+            done = self._users == 0
+        if done:
+            self._close()
+
+
+class AnnBackend:
+    """What a concrete on-disk index provides: build, merge, open, collect garbage."""
+
+    name = "ann"
+
+    def build(self, folder: Path, generation: str, batches: Iterator[RowBatch]) -> tuple[str, int]:
+        """Build a new generation from every row: its id and how many vectors it holds."""
+        raise NotImplementedError
+
+    def merge(
+        self,
+        folder: Path,
+        base: Manifest,
+        generation: str,
+        deletes: Sequence[int],
+        batches: Iterator[RowBatch],
+    ) -> tuple[str, int]:
+        """A new generation: ``base`` without ``deletes``, with ``batches`` upserted (its
+        id and how many vectors it holds)."""
+        raise NotImplementedError
+
+    def open(self, folder: Path, manifest: Manifest) -> BaseReader:
+        """Open a published generation read-only (raises when it is damaged)."""
+        raise NotImplementedError
+
+    def collect(self, folder: Path, keep: Manifest | None) -> None:
+        """Remove what no published generation and no reader needs any more."""
+
+
+class _Delta:
+    """The exact in-memory part: vectors the base lacks or holds stale.
+
+    Arrays grow by doubling (a catch-up after one write must not copy every vector the
+    delta holds, which before the first base is built is all of them)."""
+
+    def __init__(self, dims: int, base: Manifest | None) -> None:
+        self.base = base
+        self.max_id = base.max_id if base is not None else 0
+        self.seq: int | None = base.changes_seq if base is not None else None
+        self.rows: dict[int, int] = {}  # chunk id -> row in the arrays
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._matrix = np.zeros((0, dims), dtype=np.float32)
+        self._keys = np.zeros(0, dtype=np.int64)
+        self._n = 0
+        self.tombstones: set[int] = set()
+        self._dims = dims
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def ids(self) -> npt.NDArray[np.int64]:
+        return self._ids[: self._n]
+
+    def pending(self) -> int:
+        """What a merge would fold in: delta rows plus tombstones."""
+        return self._n + len(self.tombstones)
+
+    def _reserve(self, need: int) -> None:
+        if need <= len(self._ids):
+            return
+        cap = max(need, 2 * len(self._ids), 256)
+        ids = np.zeros(cap, dtype=np.int64)
+        keys = np.zeros(cap, dtype=np.int64)
+        matrix = np.zeros((cap, self._dims), dtype=np.float32)
+        ids[: self._n] = self._ids[: self._n]
+        keys[: self._n] = self._keys[: self._n]
+        matrix[: self._n] = self._matrix[: self._n]
+        self._ids, self._keys, self._matrix = ids, keys, matrix
+
+    def put(self, batch: RowBatch) -> None:
+        """Add the batch's rows, or replace the ones held (their vector was rewritten)."""
+        keys = batch.session_keys
+        fresh: list[int] = []
+        for j, i in enumerate(batch.ids.tolist()):
+            at = self.rows.get(i)
+            if at is None:
+                fresh.append(j)
+            else:
+                self._matrix[at] = batch.matrix[j]
+                self._keys[at] = keys[j]
+        if fresh:
+            n, m = self._n, len(fresh)
+            self._reserve(n + m)
+            self._ids[n : n + m] = batch.ids[fresh]
+            self._matrix[n : n + m] = batch.matrix[fresh]
+            self._keys[n : n + m] = keys[fresh]
+            for off, j in enumerate(fresh):
+                self.rows[int(batch.ids[j])] = n + off
+            self._n = n + m
+        if len(batch.ids):
+            self.max_id = max(self.max_id, int(batch.ids.max()))
+
+    def drop(self, rowids: Sequence[int]) -> None:
+        gone = [self.rows[i] for i in rowids if i in self.rows]
+        if not gone:
+            return
+        keep = np.ones(self._n, dtype=np.bool_)
+        keep[gone] = False
+        self._ids = self._ids[: self._n][keep]
+        self._matrix = self._matrix[: self._n][keep]
+        self._keys = self._keys[: self._n][keep]
+        self._n = len(self._ids)
+        self.rows = {int(i): n for n, i in enumerate(self._ids.tolist())}
+
+    def search(
+        self, query: npt.NDArray[np.float32], k: int, where: VectorFilter | None
+    ) -> list[tuple[int, float]]:
+        n = self._n
+        if not n:
+            return []
+        ids, keys, matrix = self._ids[:n], self._keys[:n], self._matrix[:n]
+        mask: npt.NDArray[np.bool_] | None = None
+        if where is not None and where.session_ids is not None:
+            wanted = np.array([session_key(s) for s in where.session_ids], dtype=np.int64)
+            mask = np.isin(keys, wanted)
+        if where is not None and where.rowids is not None:
+            allowed = np.isin(ids, where.rowids)
+            mask = allowed if mask is None else mask & allowed
+        if mask is None:
+            idx, scores = None, matrix @ query
+        else:
+            idx = np.flatnonzero(mask)
+            if not len(idx):
+                return []
+            scores = matrix[idx] @ query
+        if k < len(scores):
+            part = np.argpartition(-scores, k - 1)[:k]
+            # Keep every score tied with the k-th, as the exact index does.
+            part = np.flatnonzero(scores >= scores[part].min())
+        else:
+            part = np.arange(len(scores))
+        rows = part if idx is None else idx[part]
+        return [(int(ids[r]), float(scores[p])) for r, p in zip(rows, part, strict=True)]
+
+
+class AnnIndex:
+    """A :class:`~mindfile.vector.VectorIndex` over an on-disk ANN base plus an exact delta.
+
+    Subclasses set :attr:`backend`. Class attributes tune merging (tests lower them):
+    a merge starts when the delta holds more than
+    ``max(min_delta, delta_fraction * base count)`` rows and tombstones, in a background
+    thread when :attr:`background` is true.
+    """
+
+    name = "ann"
+    min_delta = 1024
+    delta_fraction = 0.02
+    background = True
+    #: Candidates asked of the base: ``candidate_factor * k + margin``, all rescored
+    #: exactly (more than ``k`` lets the rescoring fix the index's approximate order).
+    candidate_factor = 1.0
+    margin = 8
+
+    def __init__(self, db: Database, dims: int, backend: AnnBackend) -> None:
+        if db.readonly:
+            raise ConfigError(f"vector_index={self.name!r} needs a writable store")
+        self._db = db
+        self._dims = dims
+        self._backend = backend
+        self._lock = threading.Lock()
+        self._merge_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._store, self._model = self._identity()
+        root, self._temporary = index_root(db)
+        self.folder = root / backend.name
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._manifest_path = self.folder / MANIFEST
+        self._manifest_sig: tuple[int, int, int] | None = None
+        self._reader: BaseReader | None = None
+        self._delta = _Delta(dims, None)
+        self._data_version: tuple[int, int] | None = None
+        self._dirty = True
+        self._want_merge = False
+        self._force_full = False
+        self._failed_at: float | None = None
+        self._closed = False
+
+    def _identity(self) -> tuple[str, str]:
+        """The store's id for the manifests (made once) and its embedding model."""
+        get = "SELECT value FROM store_meta WHERE key = ?"
+        store = self._db.scalar(get, (STORE_ID_KEY,))
+        if store is None:  # the first open with an on-disk index: one small write
+            with self._db.atomic():
+                self._db.execute(
+                    "INSERT OR IGNORE INTO store_meta (key, value) VALUES (?, ?)",
+                    (STORE_ID_KEY, uuid.uuid4().hex),
+                )
+                store = self._db.scalar(get, (STORE_ID_KEY,))
+        model = self._db.scalar(get, ("embedding_model",))
+        return str(store), str(model or "")
+
+    # -- the published base ---------------------------------------------------------------
+
+    def _valid(self, manifest: Manifest | None) -> bool:
+        """Whether a manifest fits this store, model and size, and is not from its future
+        (a store file restored from a backup, or replaced, makes its index stale)."""
+        if manifest is None:
+            return False
+        if (manifest.backend, manifest.store, manifest.model, manifest.dims) != (
+            self._backend.name,
+            self._store,
+            self._model,
+            self._dims,
+        ):
+            return False
+        high = self._db.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'chunks'")
+        newest, _ = changes_since(self._db, None)
+        return manifest.max_id <= int(high or 0) and manifest.changes_seq <= newest
+
+    def _poll_manifest(self) -> bool:
+        """Switch to a newly published generation; True when the base changed."""
+        try:
+            st = os.stat(self._manifest_path)
+            sig: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            sig = None
+        if sig == self._manifest_sig:
+            return False
+        self._manifest_sig = sig
+        manifest = Manifest.load(self._manifest_path) if sig is not None else None
+        current = self._reader.manifest if self._reader is not None else None
+        if manifest == current:
+            return False
+        reader: BaseReader | None = None
+        if self._valid(manifest):
+            assert manifest is not None
+            try:
+                reader = self._backend.open(self.folder, manifest)
+            except Exception as exc:  # a damaged generation: serve exactly, rebuild it
+                logger.warning("vector index %s is damaged (%s); rebuilding", self.folder, exc)
+                self._force_full = True
+                self._want_merge = True
+        elif manifest is not None:
+            self._force_full = True
+            self._want_merge = True
+        self._swap(reader)
+        if reader is not None:
+            # Generations nobody needs any more go now, unless a merge is running.
+            with file_lock(self.folder / BUILD_LOCK, blocking=False) as got:
+                if got:
+                    self._backend.collect(self.folder, reader.manifest)
+        return True
+
+    def _swap(self, reader: BaseReader | None) -> None:
+        old, self._reader = self._reader, reader
+        if old is not None:
+            old.retire()
+        self._delta = _Delta(self._dims, reader.manifest if reader is not None else None)
+        self._dirty = True
+
+    # -- catching up ----------------------------------------------------------------------
+
+    def invalidate(self) -> None:
+        self._dirty = True
+
+    def _catch_up(self) -> None:
+        with self._db.lock, self._lock:
+            self._catch_up_locked()
+
+    def _catch_up_locked(self) -> None:
+        if self._closed:
+            raise ConfigError("the vector index is closed")
+        if self._db.in_write_transaction:
+            return  # serve the last committed state: uncommitted rows may roll back
+        changed_base = self._poll_manifest()
+        version = self._db.change_token()
+        if not (self._dirty or changed_base) and version == self._data_version:
+            return
+        delta = self._delta
+        seen, changed = changes_since(self._db, delta.seq)
+        if changed is None:  # the log was pruned past what we hold: no base is usable
+            if self._reader is not None:
+                self._force_full = True
+            self._swap(None)
+            delta = self._delta
+            seen, changed = changes_since(self._db, None)
+        before = delta.max_id
+        fresh = read_after(self._db, before, self._dims)
+        delta.put(fresh)
+        logged = [r for r in changed or () if r <= before]
+        if logged:
+            base_max = delta.base.max_id if delta.base is not None else 0
+            delta.tombstones.update(r for r in logged if r <= base_max)
+            current = read_ids(self._db, logged, self._dims)
+            delta.put(current)
+            present = set(current.ids.tolist())
+            delta.drop([r for r in logged if r not in present])
+        delta.seq = seen
+        self._data_version = version
+        self._dirty = False
+        base_count = delta.base.count if delta.base is not None else 0
+        threshold = max(self.min_delta, int(self.delta_fraction * base_count))
+        if delta.pending() > threshold or (delta.base is None and len(delta) > threshold):
+            self._want_merge = True
+
+    def _after_catch_up(self) -> None:
+        """Start (or, when not in the background, run) a merge the catch-up asked for.
+        Never under the database lock: a merge reads SQLite in batches of its own."""
+        if not self._want_merge or self._db.held_by_me() or self._closed:
+            return
+        if self._failed_at is not None and time.monotonic() - self._failed_at < RETRY_AFTER:
+            return
+        if self.background:
+            with self._merge_lock:
+                if self._thread is not None and self._thread.is_alive():
+                    return
+                self._want_merge = False
+                self._thread = threading.Thread(
+                    target=self._merge_quietly, name=f"mindfile-{self.name}-merge", daemon=True
+                )
+                self._thread.start()
+        else:
+            self._want_merge = False
+            self.merge()
+
+    def _merge_quietly(self) -> None:
+        try:
+            self.merge(blocking=False)
+        except Exception:  # logged; searches stay exact through the delta
+            self._failed_at = time.monotonic()
+            logger.exception("merging vector index %s failed", self.folder)
+
+    # -- merging --------------------------------------------------------------------------
+
+    def merge(self, *, full: bool = False, blocking: bool = True) -> bool:
+        """Fold the delta into a new published generation (or build one from scratch).
+
+        Takes the folder's build lock (one builder per machine); with ``blocking=False``
+        returns False at once when another process holds it. Never call it holding the
+        database lock.
+        """
+        with file_lock(self.folder / BUILD_LOCK, blocking=blocking) as got:
+            if not got:
+                return False
+            self._merge_locked(full or self._force_full)
+        with self._lock:
+            self._dirty = True
+        return True
+
+    def _merge_locked(self, full: bool) -> None:
+        manifest = Manifest.load(self._manifest_path)
+        with self._db.lock:
+            valid = self._valid(manifest)
+        if full or not valid:
+            manifest = None
+        generation = uuid.uuid4().hex[:12]
+        deletes: list[int] = []
+        if manifest is not None:
+            with self._db.lock:
+                newest, changed = changes_since(self._db, manifest.changes_seq)
+            if changed is None:
+                manifest = None
+            else:
+                deletes = [r for r in changed if r <= manifest.max_id]
+        if manifest is None:
+            with self._db.lock:
+                newest, _ = changes_since(self._db, None)
+        reads = _Reads(self._db, self._dims, manifest.max_id if manifest else 0, deletes)
+        if self._stop.is_set():
+            return
+        try:
+            if manifest is not None:
+                try:
+                    gen, count = self._backend.merge(
+                        self.folder, manifest, generation, deletes, reads.batches(self._stop)
+                    )
+                except _Stopped:
+                    raise
+                except Exception as exc:  # e.g. a damaged base: build from scratch instead
+                    logger.warning("merging into %s failed (%s); rebuilding", self.folder, exc)
+                    manifest = None
+                    with self._db.lock:
+                        newest, _ = changes_since(self._db, None)
+                    reads = _Reads(self._db, self._dims, 0, [])
+            if manifest is None:
+                gen, count = self._backend.build(self.folder, generation, reads.batches(self._stop))
+        except _Stopped:
+            return
+        kept_zeros = set() if manifest is None else set(manifest.zeros) - set(deletes)
+        published = Manifest(
+            backend=self._backend.name,
+            store=self._store,
+            model=self._model,
+            dims=self._dims,
+            generation=gen,
+            max_id=max(reads.max_id, manifest.max_id if manifest else 0),
+            changes_seq=newest,
+            count=count,
+            built_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            zeros=tuple(sorted(reads.zeros | kept_zeros)),
+        )
+        published.save(self._manifest_path)
+        self._force_full = False
+        self._backend.collect(self.folder, published)
+
+    # -- the protocol ---------------------------------------------------------------------
+
+    def rebuild(self) -> None:
+        """Drop the published base and build a new one from ``chunks_vec``.
+
+        Searches are exact (everything in the delta) from this call until the new base
+        is published. The build runs here unless the caller holds the database lock or
+        the index builds in the background; then it is started like a merge.
+        """
+        with self._db.lock, self._lock:
+            self._swap(None)
+            self._manifest_sig = None
+            self._force_full = True
+            self._want_merge = True
+            self._catch_up_locked()
+        if self._db.held_by_me() or self.background:
+            self._after_catch_up()
+            return
+        self._want_merge = False
+        self.merge(full=True)
+        self._catch_up()
+
+    def size(self) -> int:
+        self._catch_up()
+        self._after_catch_up()
+        with self._lock:
+            reader, delta = self._reader, self._delta
+            if reader is not None:
+                reader.acquire()
+        try:
+            held = 0
+            if reader is not None:
+                held = reader.manifest.count - reader.count_present(sorted(delta.tombstones))
+            return held + len(delta)
+        finally:
+            if reader is not None:
+                reader.release()
+
+    def search(
+        self, query: Vector, k: int, *, where: VectorFilter | None = None
+    ) -> list[tuple[int, float]]:
+        self._catch_up()
+        self._after_catch_up()
+        if k <= 0:
+            return []
+        if where is not None and (
+            (where.session_ids is not None and not where.session_ids)
+            or (where.rowids is not None and not len(where.rowids))
+        ):
+            return []
+        q = np.asarray(query, dtype=np.float32)
+        with self._lock:
+            reader, delta = self._reader, self._delta
+            tombstones = sorted(delta.tombstones)
+            if reader is not None:
+                reader.acquire()
+            hits = delta.search(q, k, where)
+        if reader is not None:
+            try:
+                ids = reader.candidates(
+                    q,
+                    int(self.candidate_factor * k) + self.margin,
+                    session_keys=None
+                    if where is None or where.session_ids is None
+                    else [session_key(s) for s in where.session_ids],
+                    rowids=None
+                    if where is None or where.rowids is None
+                    else [int(r) for r in where.rowids],
+                    exclude=tombstones,
+                )
+            finally:
+                reader.release()
+            skip = {i for i, _ in hits}
+            skip.update(tombstones)
+            fresh = list(dict.fromkeys([*ids, *reader.manifest.zeros]))
+            hits.extend(self._rescore([i for i in fresh if i not in skip], q, where))
+        hits.sort(key=lambda h: (-h[1], -h[0]))
+        return hits[:k]
+
+    def _rescore(
+        self, ids: list[int], query: npt.NDArray[np.float32], where: VectorFilter | None
+    ) -> list[tuple[int, float]]:
+        """Exact scores from SQLite for the base's candidates; drop any that no longer
+        exists or no longer passes the filter."""
+        if not ids:
+            return []
+        with self._db.lock:
+            rows = read_ids(self._db, ids, self._dims)
+        keep = np.ones(len(rows.ids), dtype=np.bool_)
+        if where is not None and where.session_ids is not None:
+            allowed = set(where.session_ids)
+            keep &= np.array([s in allowed for s in rows.sessions], dtype=np.bool_)
+        if where is not None and where.rowids is not None:
+            keep &= np.isin(rows.ids, where.rowids)
+        scores = rows.matrix @ query
+        return [(int(i), float(s)) for i, s, ok in zip(rows.ids, scores, keep, strict=True) if ok]
+
+    def close(self) -> None:
+        self._stop.set()
+        thread = self._thread
+        # A merge reads SQLite under the database lock: a caller holding it must not wait.
+        if thread is not None and not self._db.held_by_me():
+            thread.join()
+        with self._lock:
+            self._closed = True
+            if self._reader is not None:
+                self._reader.retire()
+                self._reader = None
+            self._delta = _Delta(self._dims, None)
+        if self._temporary:
+            shutil.rmtree(self.folder.parent, ignore_errors=True)
+
+
+class _Stopped(Exception):
+    """The index was closed during a merge: the partial generation is left unpublished."""
+
+
+class _Reads:
+    """The rows a merge folds in, read from SQLite in batches (each batch under the
+    database lock, none across batches: what changes meanwhile is in the change log,
+    newer than the sequence the new manifest records, and lands in the next delta)."""
+
+    def __init__(self, db: Database, dims: int, after: int, changed: list[int]) -> None:
+        self._db = db
+        self._dims = dims
+        self._after = after
+        self._changed = changed
+        self.max_id = after
+        self.zeros: set[int] = set()
+
+    def batches(self, stop: threading.Event) -> Iterator[RowBatch]:
+        for start in range(0, len(self._changed), READ_BATCH):
+            if stop.is_set():
+                raise _Stopped
+            with self._db.lock:
+                batch = read_ids(self._db, self._changed[start : start + READ_BATCH], self._dims)
+            if len(batch):
+                self._note_zeros(batch)
+                yield batch
+        cursor = self._after
+        while True:
+            if stop.is_set():
+                raise _Stopped
+            with self._db.lock:
+                batch = read_after(self._db, cursor, self._dims, READ_BATCH)
+            if not len(batch):
+                break
+            cursor = int(batch.ids[-1])
+            self.max_id = max(self.max_id, cursor)
+            self._note_zeros(batch)
+            yield batch
+
+    def _note_zeros(self, batch: RowBatch) -> None:
+        self.zeros.update(batch.ids[~batch.matrix.any(axis=1)].tolist())
