@@ -29,23 +29,15 @@ built yet, corrupt, another model) every vector is in the delta: the index is ex
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
-import json
 import logging
 import os
 import shutil
-import tempfile
 import threading
 import time
-import urllib.parse
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -53,178 +45,28 @@ import numpy.typing as npt
 from mindfile.embed.base import Vector
 from mindfile.errors import ConfigError
 from mindfile.storage.db import Database
+from mindfile.vector.ann_disk import (
+    BUILD_LOCK,
+    MANIFEST,
+    Manifest,
+    RowBatch,
+    file_lock,
+    index_root,
+    read_after,
+    read_ids,
+    session_key,
+)
 from mindfile.vector.base import VectorFilter, changes_since
 
 __all__ = ["AnnBackend", "AnnIndex", "Manifest", "RowBatch", "index_root", "session_key"]
 
 logger = logging.getLogger("mindfile")
 
-FORMAT = 1
-MANIFEST = "manifest.json"
-BUILD_LOCK = "build.lock"
 STORE_ID_KEY = "ann_store_id"
 #: Seconds before a merge that failed is tried again (searches stay exact meanwhile).
 RETRY_AFTER = 30.0
 #: Rows read from SQLite per batch while building (each batch under the database lock).
 READ_BATCH = 4096
-
-_SELECT = (
-    "SELECT v.chunk_rowid, v.embedding_blob, c.session_id, c.created_at "
-    "FROM chunks_vec AS v JOIN chunks AS c ON c.id = v.chunk_rowid "
-)
-
-
-def session_key(session_id: str) -> int:
-    """A signed 64-bit key of a session id: what the on-disk indexes filter on.
-
-    Hashing keeps session ids (user text) out of the index files and out of filter
-    expressions (no quoting). A collision can only add candidates, which the rescoring
-    step drops (it checks the session in SQLite).
-    """
-    digest = hashlib.blake2b(session_id.encode("utf-8", "surrogatepass"), digest_size=8)
-    return int.from_bytes(digest.digest(), "little", signed=True)
-
-
-def _created_us(text: str) -> int:
-    try:
-        return int(datetime.fromisoformat(text).timestamp() * 1_000_000)
-    except (TypeError, ValueError):
-        return 0
-
-
-@dataclass(frozen=True, slots=True)
-class RowBatch:
-    """Rows read from SQLite for an index: ids ascending, vectors, scalar fields."""
-
-    ids: npt.NDArray[np.int64]
-    matrix: npt.NDArray[np.float32]
-    sessions: list[str]
-    created_us: npt.NDArray[np.int64]
-
-    @property
-    def session_keys(self) -> npt.NDArray[np.int64]:
-        return np.fromiter((session_key(s) for s in self.sessions), np.int64, len(self.sessions))
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-
-def _batch(rows: Sequence[Sequence[Any]], dims: int) -> RowBatch:
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    if rows:
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(-1, dims)
-        matrix = matrix.astype(np.float32, copy=True)
-    else:
-        matrix = np.zeros((0, dims), dtype=np.float32)
-    created = np.fromiter((_created_us(r[3]) for r in rows), np.int64, len(rows))
-    return RowBatch(ids, matrix, [str(r[2]) for r in rows], created)
-
-
-def read_after(db: Database, after: int, dims: int, limit: int | None = None) -> RowBatch:
-    """Vectors with ``chunk_rowid > after`` in id order (at most ``limit``)."""
-    sql = _SELECT + "WHERE v.chunk_rowid > ? ORDER BY v.chunk_rowid"
-    params: list[Any] = [after]
-    if limit is not None:
-        sql += " LIMIT ?"
-        params.append(limit)
-    return _batch(db.query(sql, params), dims)
-
-
-def read_ids(db: Database, rowids: Sequence[int], dims: int) -> RowBatch:
-    """The vectors of ``rowids`` that exist, in id order."""
-    if not rowids:
-        return _batch([], dims)
-    rows = db.query(
-        _SELECT + "WHERE v.chunk_rowid IN (SELECT value FROM json_each(?)) ORDER BY v.chunk_rowid",
-        (json.dumps([int(r) for r in rowids]),),
-    )
-    return _batch(rows, dims)
-
-
-def index_root(db: Database) -> tuple[Path, bool]:
-    """Where a store's on-disk indexes live, and whether that folder is temporary.
-
-    ``<store file>.index/`` next to the file; a private temporary folder (removed on
-    close) for an in-memory store.
-    """
-    path = db.path
-    if not db.in_memory and path.startswith("file:"):
-        parts = urllib.parse.urlsplit(path)
-        query = urllib.parse.parse_qs(parts.query)
-        path = "" if "memory" in query.get("mode", []) else urllib.parse.unquote(parts.path)
-        if path in ("", ":memory:"):
-            path = ""
-    if db.in_memory or not path:
-        return Path(tempfile.mkdtemp(prefix="mindfile-index-")), True
-    file = Path(path).expanduser().resolve()
-    return file.with_name(file.name + ".index"), False
-
-
-@dataclass(frozen=True, slots=True)
-class Manifest:
-    """What a published generation holds (``manifest.json``)."""
-
-    backend: str
-    store: str
-    model: str
-    dims: int
-    generation: str
-    max_id: int
-    changes_seq: int
-    count: int
-    built_at: str
-    #: Ids of all-zero vectors (an embedder's answer for text without a known token):
-    #: they have no cosine distance, so the ANN search cannot rank them; every search
-    #: adds them to the candidates (the rescoring gives them 0.0).
-    zeros: tuple[int, ...] = ()
-    format: int = FORMAT
-
-    @classmethod
-    def load(cls, path: Path) -> Manifest | None:
-        """The manifest at ``path``; None when missing or unreadable (rebuild)."""
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            data["zeros"] = tuple(int(z) for z in data.get("zeros", ()))
-            manifest = cls(**data)
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, TypeError) as exc:
-            logger.warning("ignoring unreadable index manifest %s: %s", path, exc)
-            return None
-        if manifest.format != FORMAT:
-            return None
-        return manifest
-
-    def save(self, path: Path) -> None:
-        """Write atomically: a temporary file, fsync, rename over, fsync the folder."""
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(asdict(self), fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-@contextlib.contextmanager
-def file_lock(path: Path, *, blocking: bool) -> Iterator[bool]:
-    """An exclusive ``flock`` on ``path`` (its own file description, so threads of one
-    process exclude each other too). Yields whether it was taken; released by the
-    kernel if the process dies."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
 
 
 class BaseReader:

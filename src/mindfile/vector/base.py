@@ -32,6 +32,7 @@ __all__ = [
     "VectorFilter",
     "VectorIndex",
     "VectorRows",
+    "blob_matrix",
     "changes_since",
     "fetch_rows",
     "fetch_rows_after",
@@ -115,14 +116,17 @@ def changes_since(db: Database, seen: int | None) -> tuple[int, list[int] | None
     return newest, list(dict.fromkeys(int(r[0]) for r in rows))
 
 
+def blob_matrix(blobs: Sequence[bytes], dims: int) -> npt.NDArray[np.float32]:
+    """Stored vectors (little-endian float32 blobs) as one writable float32 matrix."""
+    if not blobs:
+        return np.zeros((0, dims), dtype=np.float32)
+    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, dims)
+    return matrix.astype(np.float32, copy=True)
+
+
 def _rows(rows: Sequence[Sequence[Any]], dims: int) -> VectorRows:
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    if rows:
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(-1, dims)
-        matrix = matrix.astype(np.float32, copy=True)
-    else:
-        matrix = np.zeros((0, dims), dtype=np.float32)
-    return VectorRows(ids, matrix, [r[2] for r in rows])
+    return VectorRows(ids, blob_matrix([r[1] for r in rows], dims), [r[2] for r in rows])
 
 
 def vector_max(db: Database) -> int:

@@ -30,7 +30,8 @@ import numpy.typing as npt
 
 from mindfile.errors import ConfigError
 from mindfile.storage.db import Database
-from mindfile.vector.ann import AnnBackend, AnnIndex, BaseReader, Manifest, RowBatch
+from mindfile.vector.ann import AnnBackend, AnnIndex, BaseReader
+from mindfile.vector.ann_disk import Manifest, RowBatch, filter_expression
 
 __all__ = ["LanceIndex"]
 
@@ -89,13 +90,7 @@ class _LanceReader(BaseReader):
         rowids: Sequence[int] | None,
         exclude: Sequence[int],
     ) -> list[int]:
-        terms = []
-        if session_keys is not None:
-            terms.append(f"sess IN ({','.join(str(int(s)) for s in session_keys)})")
-        if rowids is not None:
-            terms.append(f"rowid IN ({','.join(str(int(r)) for r in rowids)})")
-        if exclude:
-            terms.append(f"rowid NOT IN ({','.join(str(int(r)) for r in exclude)})")
+        condition = filter_expression(session_keys, rowids, exclude)
         search = (
             self._table.search(query, vector_column_name="vector")
             .distance_type("cosine")
@@ -106,8 +101,8 @@ class _LanceReader(BaseReader):
             search = search.nprobes(self._nprobes)
             if REFINE_FACTOR > 1:
                 search = search.refine_factor(REFINE_FACTOR)
-        if terms:
-            search = search.where(" AND ".join(terms), prefilter=True)
+        if condition is not None:
+            search = search.where(condition, prefilter=True)
         return [int(r) for r in search.to_arrow()["rowid"].to_pylist()]
 
     def count_present(self, rowids: Sequence[int]) -> int:

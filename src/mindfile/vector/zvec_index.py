@@ -24,7 +24,8 @@ import numpy.typing as npt
 
 from mindfile.errors import ConfigError
 from mindfile.storage.db import Database
-from mindfile.vector.ann import AnnBackend, AnnIndex, BaseReader, Manifest, RowBatch
+from mindfile.vector.ann import AnnBackend, AnnIndex, BaseReader
+from mindfile.vector.ann_disk import Manifest, RowBatch, filter_expression
 
 __all__ = ["ZvecIndex"]
 
@@ -78,13 +79,6 @@ class _ZvecReader(BaseReader):
         exclude: Sequence[int],
     ) -> list[int]:
         zvec = self._zvec
-        terms = []
-        if session_keys is not None:
-            terms.append(f"sess IN ({','.join(str(int(s)) for s in session_keys)})")
-        if rowids is not None:
-            terms.append(f"rowid IN ({','.join(str(int(r)) for r in rowids)})")
-        if exclude:
-            terms.append(f"rowid NOT IN ({','.join(str(int(r)) for r in exclude)})")
         if k > MAX_EF:  # beyond HNSW's list size: zvec's exact linear scan
             param = zvec.HnswQueryParam(is_linear=True)
         else:
@@ -92,7 +86,7 @@ class _ZvecReader(BaseReader):
         docs = self._coll.query(
             zvec.Query("v", vector=query, param=param),
             topk=k,
-            filter=" AND ".join(terms) or None,
+            filter=filter_expression(session_keys, rowids, exclude),
             output_fields=[],
         )
         return [int(d.id) for d in docs]
