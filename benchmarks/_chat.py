@@ -10,15 +10,16 @@ it is never copied into the repository.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from _common import LOCOMO, locomo_texts
+
 __all__ = ["DEFAULT_LOCOMO", "ChatCorpus", "load_locomo"]
 
-DEFAULT_LOCOMO = Path(__file__).resolve().parents[1] / "../shared/data/locomo/locomo10.json"
+DEFAULT_LOCOMO = LOCOMO
 #: Message length in characters: a clipped normal around this mean (assistant replies).
 MEAN_CHARS = 950
 SD_CHARS = 450
@@ -29,22 +30,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 def load_locomo(path: Path) -> tuple[list[str], list[str]]:
     """All sentences of every dialogue turn, and all QA questions, of a LoCoMo file."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    sentences: list[str] = []
-    questions: list[str] = []
-    for sample in data:
-        for key, value in (sample.get("conversation") or {}).items():
-            if not (key.startswith("session_") and isinstance(value, list)):
-                continue
-            for turn in value:
-                text = turn.get("text") if isinstance(turn, dict) else None
-                if isinstance(text, str) and text.strip():
-                    parts = _SENTENCE_END.split(" ".join(text.split()))
-                    sentences.extend(s for s in parts if len(s) > 1)
-        for qa in sample.get("qa") or ():
-            question = qa.get("question") if isinstance(qa, dict) else None
-            if isinstance(question, str) and question.strip():
-                questions.append(" ".join(question.split()))
+    turns, questions = locomo_texts(path)
+    sentences = [s for text in turns for s in _SENTENCE_END.split(text) if len(s) > 1]
     return sentences, questions
 
 

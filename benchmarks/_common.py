@@ -1,4 +1,5 @@
-"""Shared helpers for the benchmark scripts: aligned text tables, JSON output, machine info."""
+"""Shared helpers for the benchmark scripts: aligned text tables, JSON output, machine info,
+percentiles, progress lines, and the LoCoMo data (read in place, never copied)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,67 @@ import json
 import os
 import platform
 import sys
+import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["emit_json", "fmt", "machine_info", "print_table"]
+__all__ = [
+    "LOCOMO",
+    "emit_json",
+    "fmt",
+    "locomo_texts",
+    "log",
+    "machine_info",
+    "percentiles_ms",
+    "print_table",
+]
+
+#: ``../shared/data/locomo/locomo10.json`` relative to the repository root.
+LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
+
+
+def log(msg: str) -> None:
+    """A timestamped progress line on stderr (tables and JSON go to stdout)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def percentiles_ms(samples_ms: Sequence[float]) -> dict[str, float | None]:
+    """p50/p95/p99/mean/max of millisecond samples (None when there are none)."""
+    import numpy as np
+
+    if not len(samples_ms):
+        return {"p50_ms": None, "p95_ms": None, "p99_ms": None, "mean_ms": None, "max_ms": None}
+    arr = np.asarray(samples_ms, dtype=np.float64)
+    p50, p95, p99 = np.percentile(arr, [50, 95, 99])
+    return {
+        "p50_ms": float(p50),
+        "p95_ms": float(p95),
+        "p99_ms": float(p99),
+        "mean_ms": float(arr.mean()),
+        "max_ms": float(arr.max()),
+    }
+
+
+def locomo_texts(path: Path) -> tuple[list[str], list[str]]:
+    """All dialogue turn texts and all QA questions of a LoCoMo JSON file, whitespace
+    collapsed."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    turns: list[str] = []
+    questions: list[str] = []
+    for sample in data:
+        for key, value in (sample.get("conversation") or {}).items():
+            if not (key.startswith("session_") and isinstance(value, list)):
+                continue
+            for turn in value:
+                text = turn.get("text") if isinstance(turn, dict) else None
+                if isinstance(text, str) and text.strip():
+                    turns.append(" ".join(text.split()))
+        for qa in sample.get("qa") or ():
+            question = qa.get("question") if isinstance(qa, dict) else None
+            if isinstance(question, str) and question.strip():
+                questions.append(" ".join(question.split()))
+    return turns, questions
 
 
 def fmt(value: Any) -> str:

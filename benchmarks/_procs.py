@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
+from _common import percentiles_ms as pct
 
 __all__ = ["disk_bytes", "memory", "pct"]
 
@@ -29,21 +28,6 @@ def memory(pid: int | None = None) -> dict[str, float]:
     out["pss_mb"] = fields.get("Pss", 0) / 1024
     out["private_mb"] = (fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)) / 1024
     return out
-
-
-def pct(samples_ms: Sequence[float]) -> dict[str, float | None]:
-    """p50/p95/p99/mean/max of millisecond samples (None when there are none)."""
-    if not samples_ms:
-        return {"p50_ms": None, "p95_ms": None, "p99_ms": None, "mean_ms": None, "max_ms": None}
-    arr = np.asarray(samples_ms, dtype=np.float64)
-    p50, p95, p99 = np.percentile(arr, [50, 95, 99])
-    return {
-        "p50_ms": float(p50),
-        "p95_ms": float(p95),
-        "p99_ms": float(p99),
-        "mean_ms": float(arr.mean()),
-        "max_ms": float(arr.max()),
-    }
 
 
 def disk_bytes(path: Path) -> int:

@@ -41,14 +41,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import emit_json, machine_info, print_table
+from _common import LOCOMO, emit_json, log, machine_info, print_table
 from latency import Corpus, EventStream, pct
 
 import mindfile
 
 REPO = Path(__file__).resolve().parents[1]
 #: The shared data folder sits next to the repository (../shared from its root).
-DEFAULT_LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "locomo10.json"
+DEFAULT_LOCOMO = LOCOMO
 INDEXES = ("exact", "sqlite-vec", "zvec", "lancedb")
 
 _COLD = r"""
@@ -78,10 +78,6 @@ print(json.dumps({
 }))
 mem.close()
 """
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def folder_size(path: Path) -> int:

@@ -42,27 +42,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import WORDS, chat_text, emit_json, machine_info, print_table
+from _common import WORDS, chat_text, emit_json, log, machine_info, percentiles_ms, print_table
 
 import mindfile
 
 TOKEN = "benchmark-token-0123456789abcdef"
 
 
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def pct(samples_ns: Sequence[int]) -> dict[str, float]:
-    """p50/p95/p99/mean in milliseconds."""
-    arr = np.asarray(samples_ns, dtype=np.float64) / 1e6
-    p50, p95, p99 = np.percentile(arr, [50, 95, 99])
-    return {
-        "p50_ms": float(p50),
-        "p95_ms": float(p95),
-        "p99_ms": float(p99),
-        "mean_ms": float(arr.mean()),
-    }
+def pct(samples_ns: Sequence[int]) -> dict[str, float | None]:
+    """p50/p95/p99/mean/max in milliseconds of nanosecond samples."""
+    return percentiles_ms(np.asarray(samples_ns, dtype=np.float64) / 1e6)
 
 
 def build_store(path: Path, chunks: int, embedder: str | None, seed: int) -> dict[str, Any]:

@@ -47,11 +47,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import emit_json, machine_info, print_table
+from _common import LOCOMO, emit_json, locomo_texts, log, machine_info, percentiles_ms, print_table
 
 import mindfile
 
-DEFAULT_DATA = Path("/work/shared/data/locomo/locomo10.json")
+DEFAULT_DATA = LOCOMO
 INDEXES = ("exact", "sqlite-vec")
 MODES = ("hybrid", "vector", "fts")
 MAX_MESSAGE_CHARS = 600  # stays one chunk (the default chunk size is 640 characters)
@@ -66,33 +66,12 @@ TARGET_HYBRID_P99_MS = 20.0
 TARGET_HYBRID_AT_CHUNKS = 100_000
 
 
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
 # -- data --------------------------------------------------------------------------------
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def load_locomo(path: Path) -> tuple[list[str], list[str]]:
-    """All dialogue turn texts and all QA questions of a LoCoMo JSON file."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    turns: list[str] = []
-    questions: list[str] = []
-    for sample in data:
-        for key, value in (sample.get("conversation") or {}).items():
-            if not (key.startswith("session_") and isinstance(value, list)):
-                continue
-            for turn in value:
-                text = turn.get("text") if isinstance(turn, dict) else None
-                if isinstance(text, str) and text.strip():
-                    turns.append(" ".join(text.split()))
-        for qa in sample.get("qa") or ():
-            question = qa.get("question") if isinstance(qa, dict) else None
-            if isinstance(question, str) and question.strip():
-                questions.append(" ".join(question.split()))
-    return turns, questions
+load_locomo = locomo_texts
 
 
 def locomo_messages(turns: Sequence[str], rng: random.Random) -> Iterator[str]:
@@ -302,17 +281,9 @@ class EventStream:
 # -- measuring ---------------------------------------------------------------------------
 
 
-def pct(samples_ns: Sequence[int]) -> dict[str, float]:
-    """p50/p95/p99/mean/max in milliseconds."""
-    arr = np.asarray(samples_ns, dtype=np.float64) / 1e6
-    p50, p95, p99 = np.percentile(arr, [50, 95, 99])
-    return {
-        "p50_ms": float(p50),
-        "p95_ms": float(p95),
-        "p99_ms": float(p99),
-        "mean_ms": float(arr.mean()),
-        "max_ms": float(arr.max()),
-    }
+def pct(samples_ns: Sequence[int]) -> dict[str, float | None]:
+    """p50/p95/p99/mean/max in milliseconds of nanosecond samples."""
+    return percentiles_ms(np.asarray(samples_ns, dtype=np.float64) / 1e6)
 
 
 def timed(fn: Callable[[], Any]) -> tuple[int, Any]:

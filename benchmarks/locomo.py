@@ -25,12 +25,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import emit_json, machine_info, print_table
+from _common import LOCOMO, emit_json, machine_info, print_table
 
 import mindfile
 from mindfile.tokens import estimate_tokens
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
+DEFAULT_DATA = LOCOMO
 KS = (5, 10, 25, 50)
 BUDGETS = (1000, 2000)
 #: build_context budgets for the "context" mode: evidence present in the context.
