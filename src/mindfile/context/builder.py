@@ -395,34 +395,41 @@ class _Packer:
         falls back to measuring every step.
         """
         before = [m.accepted for m in self.pool]
-        accepted = [m for m in self.pool if m.accepted]
-        cost = self._block_cost(accepted)
+        started = any(before)
+        cost = self._block_cost(self._accepted())
         for mem in self.pool:
             if mem.accepted:
                 continue
-            grown = self._block_cost([mem]) if not accepted else cost + self.counter(mem.line) + 1
+            grown = cost + self._line_bound(mem) if started else self._block_cost([mem])
             if grown <= cap:
-                mem.accepted = True
-                accepted.append(mem)
+                mem.accepted = started = True
                 cost = grown
-        if self._block_cost(accepted) > cap:
+        used = self._block_cost(self._accepted())
+        if used > cap:  # the bound did not hold for this counter
             for mem, was in zip(self.pool, before, strict=True):
                 mem.accepted = was
             self._fill_exact(cap)
             return
-        used = self._block_cost(accepted)
-        self.left -= used - self.memory_cost
-        self.memory_cost = used
+        self._settle(used)
 
     def _fill_exact(self, cap: int) -> None:
         for mem in self.pool:
             if mem.accepted:
                 continue
             mem.accepted = True
-            cost = self._block_cost([m for m in self.pool if m.accepted])
-            if cost > cap:
+            if self._block_cost(self._accepted()) > cap:
                 mem.accepted = False
-        used = self._block_cost([m for m in self.pool if m.accepted])
+        self._settle(self._block_cost(self._accepted()))
+
+    def _accepted(self) -> list[_Memory]:
+        return [m for m in self.pool if m.accepted]
+
+    def _line_bound(self, mem: _Memory) -> int:
+        """What adding ``mem`` usually costs at most: its line and one newline."""
+        return self.counter(mem.line) + 1
+
+    def _settle(self, used: int) -> None:
+        """The memories message now costs ``used``: charge the difference."""
         self.left -= used - self.memory_cost
         self.memory_cost = used
 
@@ -476,7 +483,7 @@ class _Packer:
         budget: int,
         degraded: str | None,
     ) -> Context:
-        accepted = [m for m in self.pool if m.accepted]
+        accepted = self._accepted()
         items = list(self.items_head)
         messages = [*head, *self.messages_head]
         # Item tokens: the growth of the message as each memory joins it, by a bound
@@ -490,7 +497,7 @@ class _Packer:
             elif i == 1:
                 after = self._block_cost(accepted[:1])
             else:
-                after = min(before + self.counter(mem.line) + 1, total)
+                after = min(before + self._line_bound(mem), total)
             items.append(_memory_item(mem.ranked, mem.source, mem.reason, after - before))
             before = after
         if accepted:

@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mindfile.context.rerank import Candidate, Leg
+from mindfile.embed import SEED_FUSION_WEIGHTS
 from mindfile.embed.base import Vector
 from mindfile.errors import ScopeError
 from mindfile.manage.expiry import get_decay_policy
@@ -189,7 +190,7 @@ def gather_candidates(
     lexical_k: int,
     lexical: Bm25Index | None = None,
     hybrid_k: int = 0,
-    fusion_weights: tuple[float, float] = (0.7, 0.3),
+    fusion_weights: tuple[float, float] = SEED_FUSION_WEIGHTS,
     hybrid_floor: float = -1.0,
 ) -> list[Candidate]:
     """Candidates from every leg, one per chunk, with the legs that found it.
