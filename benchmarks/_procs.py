@@ -1,13 +1,16 @@
-"""Process helpers for the scale and load benchmarks: memory from /proc, percentiles."""
+"""Process helpers for the scale and load benchmarks: memory from /proc, percentiles,
+waiting for a store's derived indexes."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
+from typing import Any
 
 from _common import percentiles_ms as pct
 
-__all__ = ["disk_bytes", "memory", "pct"]
+__all__ = ["disk_bytes", "memory", "pct", "settle"]
 
 
 def memory(pid: int | None = None) -> dict[str, float]:
@@ -38,3 +41,16 @@ def disk_bytes(path: Path) -> int:
         if p.exists():
             total += p.stat().st_size
     return total
+
+
+def settle(eng: Any, timeout: float = 300.0) -> float:
+    """Wait until the derived indexes are built (BM25 caught up, the exact index's
+    codes installed); returns the seconds waited."""
+    t0 = time.perf_counter()
+    lexical = getattr(eng, "lexical", None)
+    if lexical is not None:
+        lexical.size()
+    eng.index.size()
+    while getattr(eng.index, "_building", False) and time.perf_counter() - t0 < timeout:
+        time.sleep(0.02)
+    return time.perf_counter() - t0

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _chat import DEFAULT_LOCOMO, ChatCorpus
 from _common import emit_json, machine_info, print_table
-from _procs import pct
+from _procs import pct, settle
 
 import mindfile
 from mindfile.vector import exact
@@ -108,12 +108,7 @@ def hybrid_identity(store: Path, questions: list[str]) -> dict[str, Any]:
     answers = {}
     for name in ("exact", "exact-float32"):
         with mindfile.open(store, vector_index=name) as eng:  # searches only
-            lexical = getattr(eng, "lexical", None)
-            if lexical is not None:
-                lexical.size()
-            eng.index.size()
-            while getattr(eng.index, "_building", False):
-                time.sleep(0.02)
+            settle(eng)
             answers[name] = [[h.chunk_id for h in eng.search(q)] for q in questions]
     same = [a == b for a, b in zip(answers["exact"], answers["exact-float32"], strict=True)]
     sets = [

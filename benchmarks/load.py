@@ -37,17 +37,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _chat import DEFAULT_LOCOMO, ChatCorpus, events
-from _common import emit_json, machine_info, print_table
-from _procs import disk_bytes, memory, pct
+from _common import emit_json, log, machine_info, print_table
+from _procs import disk_bytes, memory, pct, settle
 
 import mindfile
 
 BENCH_DIR = str(Path(__file__).resolve().parent)
 SESSIONS = 1000
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def ensure_store(path: Path, chunks: int, corpus: ChatCorpus) -> dict[str, Any]:
@@ -74,12 +70,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
     corpus = ChatCorpus(Path(cfg["locomo"]), cfg["seed"])
     rng = random.Random(cfg["seed"])
     eng = mindfile.open(cfg["path"], vector_index=cfg["index"])
-    lexical = getattr(eng, "lexical", None)
-    if lexical is not None:
-        lexical.size()
-    eng.index.size()
-    while getattr(eng.index, "_building", False):
-        time.sleep(0.02)
+    settle(eng)
     for q in corpus.queries(20, cfg["query_offset"]):
         eng.search(q)
     print("ready", flush=True)

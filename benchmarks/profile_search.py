@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _chat import DEFAULT_LOCOMO, ChatCorpus
 from _common import print_table
+from _procs import settle
 
 import mindfile
 
@@ -77,12 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     queries = ChatCorpus(args.locomo).queries(args.searches)
     with mindfile.open(args.store, vector_index=args.index, read_only=True) as eng:
-        lexical = getattr(eng, "lexical", None)
-        if lexical is not None:
-            lexical.size()
-        eng.index.size()
-        while getattr(eng.index, "_building", False):
-            time.sleep(0.02)
+        settle(eng)
         for q in queries[:50]:
             eng.search(q, mode=args.mode)
         with tempfile.TemporaryDirectory() as tmp:

@@ -43,31 +43,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _chat import DEFAULT_LOCOMO, ChatCorpus, events
-from _common import emit_json, machine_info, print_table
-from _procs import disk_bytes, memory, pct
+from _common import emit_json, log, machine_info, print_table
+from _procs import disk_bytes, memory, pct, settle
 
 import mindfile
 
 MODES = ("hybrid", "vector", "fts")
 TARGET_P50_MS, TARGET_P99_MS = 5.0, 20.0
 BENCH_DIR = str(Path(__file__).resolve().parent)
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def settle(eng: mindfile.Mindfile, timeout: float = 300.0) -> float:
-    """Wait until the derived indexes are built (BM25 caught up, the exact index's
-    codes installed); returns the seconds waited."""
-    t0 = time.perf_counter()
-    lexical = getattr(eng, "lexical", None)
-    if lexical is not None:
-        lexical.size()
-    eng.index.size()
-    while getattr(eng.index, "_building", False) and time.perf_counter() - t0 < timeout:
-        time.sleep(0.02)
-    return time.perf_counter() - t0
 
 
 def timed_searches(eng: mindfile.Mindfile, queries: Sequence[str], mode: str) -> list[float]:
@@ -129,7 +112,7 @@ t0 = time.perf_counter()
 import mindfile
 t1 = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
-from _procs import memory
+from _procs import memory, settle
 cfg = json.loads(sys.stdin.read())
 eng = mindfile.open(cfg["path"], vector_index=cfg["index"])
 t2 = time.perf_counter()
@@ -142,11 +125,7 @@ for q in cfg["queries"]:
     lat.append((time.perf_counter() - s) * 1e3)
 out = {"import_ms": (t1 - t0) * 1e3, "open_ms": (t2 - t1) * 1e3, "latencies_ms": lat}
 if cfg.get("settle"):
-    lexical = getattr(eng, "lexical", None)
-    if lexical is not None:
-        lexical.size()
-    while getattr(eng.index, "_building", False):
-        time.sleep(0.02)
+    settle(eng)
     settled = []
     for q in cfg["queries"][:50]:
         s = time.perf_counter()
