@@ -50,7 +50,7 @@ from mindfile.types import (
     StoreInfo,
     StoreStatus,
 )
-from mindfile.vector import VectorIndex, make_index
+from mindfile.vector import VectorIndex, choose_index, make_index
 
 if TYPE_CHECKING:
     from mindfile.scheduler import SqliteSchedulerStore
@@ -67,7 +67,7 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
     path: str | Path = ":memory:",
     *,
     embedder: str | Embedder | None = None,
-    vector_index: str = "exact",
+    vector_index: str = "auto",
     chunk_max_chars: int = 640,
     chunk_overlap: int = 96,
     neighbor_context: bool = True,
@@ -83,11 +83,12 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
     ``path`` is a file path or ``":memory:"``. ``embedder`` is a spec such as
     ``"static"`` (the bundled model, default for new stores) or ``"hash"``, or any
     :class:`~mindfile.embed.Embedder`; reopening a store without one uses the model the
-    store was made with. ``vector_index`` is ``"exact"`` (in-memory, default),
-    ``"sqlite-vec"``, or an on-disk ANN index shared by processes, ``"zvec"`` or
-    ``"lancedb"`` (extras; docs/vector-indexes.md). ``neighbor_context`` indexes each
-    chunk with the text of the events around it in its session (low-weight FTS columns;
-    see docs/retrieval.md).
+    store was made with. ``vector_index`` is ``"auto"`` (default: ``"exact"`` below
+    200,000 chunks, ``"zvec"`` from there when installed; chosen at open, shown by
+    ``info()``), ``"exact"`` (in-memory), ``"sqlite-vec"``, or an on-disk ANN index
+    shared by processes, ``"zvec"`` or ``"lancedb"`` (extras; docs/vector-indexes.md).
+    ``neighbor_context`` indexes each chunk with the text of the events around it in its
+    session (low-weight FTS columns; see docs/retrieval.md).
     ``indexing="background"`` makes ``store``/``store_many`` queue embedding jobs
     instead of calling the embedder (see docs/background-indexing.md).
     ``lexical_index`` picks where BM25 ranks: ``"memory"`` (default, an in-memory index
@@ -152,7 +153,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         path: str | Path = ":memory:",
         *,
         embedder: str | Embedder | None = None,
-        vector_index: str = "exact",
+        vector_index: str = "auto",
         chunk: ChunkSpec = ChunkSpec(),
         neighbor_context: bool = True,
         indexing: Literal["sync", "background"] = "sync",
@@ -167,7 +168,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         if not isinstance(read_only, bool):
             raise ConfigError("read_only must be True or False")
         read_only = read_only or _read_only_uri(str(path))
-        if read_only and vector_index != "exact":
+        if read_only and vector_index not in ("exact", "auto"):
             raise ConfigError(
                 f"vector_index={vector_index!r} keeps its index in the store file and needs "
                 "a writable store; read_only stores use vector_index='exact'"
@@ -195,6 +196,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             # pool); one passed in as an object belongs to the caller.
             self._owns_embedder = not isinstance(embedder, Embedder)
             self._vector_index_kind = vector_index
+            self._index_choice = choose_index(self.db)[1] if vector_index == "auto" else None
             self.index: VectorIndex = make_index(vector_index, self.db, self.embedder.dimensions)
             self.lexical = Bm25Index(self.db) if lexical_index == "memory" else None
             self._cache_choice = embedding_cache
@@ -323,6 +325,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         try:
             if erase.purge_pending(self.db):
                 erase.purge(self.db)
+                if self.lexical is not None:
+                    self.lexical.purge()
         except MindfileError as exc:  # e.g. another process holds the write lock
             logger.warning("purge on close failed, left for the next close: %s", exc)
 
@@ -458,6 +462,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
                 now,
             )
         self.working_memory.note_write(events, now)
+        if self.lexical is not None:
+            self.lexical.follow()  # a bulk ingest keeps the shared BM25 base current
         return added
 
     def recall(
@@ -504,6 +510,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         for session_id in sessions:
             self.working_memory.invalidate(session_id)
         counts["cached_vectors"] = erase.purge(self.db)
+        self._purge_derived()
         return counts
 
     def purge(self) -> None:
@@ -515,6 +522,16 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         (benchmarks/README.md).
         """
         erase.purge(self.db)
+        self._purge_derived()
+
+    def _purge_derived(self) -> None:
+        """Derived files on disk must not keep deleted text either: the published BM25
+        base is republished without it, an on-disk ANN base rebuilt (docs/privacy.md)."""
+        if self.lexical is not None:
+            self.lexical.purge()
+        purge_index = getattr(self.index, "purge", None)
+        if purge_index is not None:
+            purge_index()
 
     def sync(
         self,
@@ -747,7 +764,11 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             size_bytes=size,
             extra={
                 "durability": self.durability,
+                # why vector_index="auto" opened the index it did (None: named explicitly)
+                "vector_index_choice": self._index_choice,
                 # ready / building / not built / failed: <reason>; "fts5" when off.
                 "lexical_index": "fts5" if self.lexical is None else self.lexical.state(),
+                # the shared BM25 base on disk: documents, generation, this process's delta
+                "lexical": None if self.lexical is None else self.lexical.stats(),
             },
         )

@@ -33,10 +33,10 @@ def test_a_failing_bm25_build_is_logged_shown_and_retried(
     real = lexical.Bm25Index._read_changes
     broken = {"on": True}
 
-    def flaky(self: lexical.Bm25Index) -> object:
+    def flaky(self: lexical.Bm25Index, state: object) -> object:
         if broken["on"]:
             raise StorageError("disk I/O error (simulated)")
-        return real(self)
+        return real(self, state)  # type: ignore[arg-type]
 
     monkeypatch.setattr(lexical.Bm25Index, "_read_changes", flaky)
     caplog.set_level(logging.ERROR, logger="mindfile.retrieve")

@@ -158,8 +158,9 @@ def test_reconcile_checks_and_repairs_the_bm25_index(tmp_path: Path) -> None:
         report = mem.reconcile(repair=False)
         assert report.lexical_size == report.chunks == 5 and report.consistent
         assert mem.lexical is not None
-        mem.lexical._remove(int(mem.db.scalar("SELECT min(id) FROM chunks")))  # corrupt it
-        mem.lexical._data_version = mem.db.change_token()  # and make it look current
+        state = mem.lexical._state
+        state.remove(int(mem.db.scalar("SELECT min(id) FROM chunks")))  # corrupt it
+        state.data_version = mem.db.change_token()  # and make it look current
         mem.lexical._dirty = False
         broken = mem.reconcile(repair=True)
         assert broken.lexical_size == 4 and not broken.consistent and broken.lexical_rebuilt

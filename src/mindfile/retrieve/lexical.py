@@ -1,8 +1,9 @@
-"""An in-memory BM25 index over chunks, derived from SQLite like the vector index.
+"""BM25 over chunks, derived from SQLite like the vector index: a base published on
+disk and memory-mapped by every process, plus each process's in-memory delta.
 
 Why not rank with FTS5 itself? FTS5's ``bm25()`` costs a few microseconds per matching
 row, so an OR query whose words are common scans tens of thousands of rows: 25-80 ms at
-100k chunks on a laptop core. This index keeps postings in memory and scores with numpy
+100k chunks on a laptop core. This index keeps postings as arrays and scores with numpy
 (``bincount`` over the query terms' postings), typically well under a millisecond.
 
 It reproduces FTS5's ``bm25(chunks_fts, w_text, w_before, w_after)`` exactly: the same
@@ -11,22 +12,37 @@ the same IDF (``log((N - n + 0.5) / (n + 0.5))``, floored at 1e-6), k1 = 1.2, b 
 per-column weighted term frequency and unweighted document length. A conformance test
 compares it with FTS5 on the same store.
 
+Why a base on disk? Tokenising a store costs ~0.1 ms per chunk in Python: seconds at
+100k chunks, for every process, and a private copy of the postings in each one's heap.
+The first process that builds the index publishes it (``<store>.index/bm25/``, see
+:mod:`mindfile.retrieve.lexical_disk`); later processes map it (shared page cache, no
+build) and tokenise only the chunks written after it. Statistics (N, average length,
+document frequencies) always cover base and delta together, so scores are the same as
+one index over everything.
+
 Catching up: new chunks are the ids above the highest held (ids only grow); updates of
 indexed text and deletions are read from ``chunks_changes`` (triggers, migration 0001).
-A document that changes is tombstoned and re-added; tombstones are compacted by a full
-rebuild once they outnumber a quarter of the documents.
+A document that changes is tombstoned (in the base: a bit in this process's alive mask)
+and re-added to the delta. When the delta reaches ``MERGE_MIN`` chunks and
+``MERGE_FRACTION`` of the base, or tombstones a quarter of either, a background thread
+merges base and delta into a new published base (numpy, no re-tokenising) under the
+folder's build lock, and every process switches to it at its next search.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import os
 import threading
 import time
 from array import array
 from collections import Counter
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from functools import lru_cache
+from pathlib import Path
 from typing import cast
 
 import apsw
@@ -34,16 +50,27 @@ import numpy as np
 import numpy.typing as npt
 
 from mindfile.retrieve.fts import COLUMN_WEIGHTS, query_words
-from mindfile.storage.changes import read_since
+from mindfile.retrieve.lexical_disk import Flat, LexManifest, Segment, collect, merge
+from mindfile.storage.changes import bounds, read_since
 from mindfile.storage.db import Database, Row
+from mindfile.vector.ann_disk import BUILD_LOCK, MANIFEST, file_lock, index_root, store_id
 from mindfile.vector.base import VectorFilter
 
 __all__ = ["Bm25Index"]
 
 K1 = 1.2
 #: Chunks waiting to be indexed above which a search ranks with FTS5 while the index
-#: catches up in the background (instead of blocking for seconds).
-BACKLOG = 20_000
+#: catches up in the background (tokenising ~0.1 ms a chunk would block the search
+#: longer than FTS5 takes to answer it).
+BACKLOG = 2_000
+#: A new base is published when the delta holds this many chunks and this share of
+#: the base (or tombstones reach a quarter): a fresh process tokenises at most that.
+MERGE_MIN = 2_000
+MERGE_FRACTION = 0.1
+#: Where the base lives, under the store's index folder (``<store>.index/``).
+FOLDER = "bm25"
+#: Chunks tokenised between two takes of the index lock while catching up.
+APPLY_BATCH = 2048
 B = 0.75
 IDF_FLOOR = 1e-6
 #: First delay before retrying a failed background build, and its cap (doubling).
@@ -55,12 +82,16 @@ _COLUMNS = "chunk_text, context_before, context_after"
 
 
 class Bm25Index:
-    """Exact BM25 (FTS5-compatible) over ``chunks`` with in-memory postings."""
+    """Exact BM25 (FTS5-compatible) over ``chunks``: a shared base plus a delta."""
 
     name = "memory"
 
     def __init__(
-        self, db: Database, *, weights: tuple[float, float, float] = COLUMN_WEIGHTS
+        self,
+        db: Database,
+        *,
+        weights: tuple[float, float, float] = COLUMN_WEIGHTS,
+        persist: bool = True,
     ) -> None:
         self._db = db
         self._weights = weights
@@ -70,11 +101,24 @@ class Bm25Index:
         self._stem = lru_cache(maxsize=65536)(self._stem_uncached)
         self._sync = threading.Lock()  # one catch-up at a time (see "catching up")
         self._builder: threading.Thread | None = None
+        self._merger: threading.Thread | None = None
         self._closing = False
         self._failure: str | None = None
         self._failures = 0
         self._retry_at = 0.0
-        self._reset()
+        self._merge_failed_at: float | None = None
+        self._dirty = True
+        self._state = _State(None)
+        self._analyzer = f"fts5 porter unicode61 remove_diacritics 2; weights {list(weights)}"
+        self._folder: Path | None = None
+        self._store = ""
+        self._manifest_sig: tuple[int, int, int] | None = None
+        self._broken: set[str] = set()  # generations that failed to open
+        if persist and not db.in_memory:
+            root, temporary = index_root(db)
+            store = store_id(db, create=not db.readonly)
+            if not temporary and store is not None:
+                self._folder, self._store = root / FOLDER, store
 
     # -- tokenizing ---------------------------------------------------------------------
 
@@ -100,33 +144,28 @@ class Bm25Index:
         stems = (self._stem(word) for word in query_words(text))
         return list(dict.fromkeys(s for s in stems if s))
 
-    # -- state --------------------------------------------------------------------------
+    def _analyse(self, columns: Sequence[str]) -> tuple[dict[str, float], int]:
+        """A chunk's column-weighted term frequencies and its length in tokens."""
+        tf: dict[str, float] = {}
+        length = 0
+        for weight, text in zip(self._weights, columns, strict=True):
+            tokens = self._tokens(text) if text else []
+            length += len(tokens)
+            for token, n in Counter(tokens).items():
+                tf[token] = tf.get(token, 0.0) + weight * n
+        return tf, length
 
-    def _reset(self) -> None:
-        self._term_ids: dict[str, int] = {}
-        self._post_docs: list[array[int]] = []
-        self._post_tf: list[array[float]] = []
-        self._df: list[int] = []
-        self._doc_rowid = array("q")
-        self._doc_len = array("f")
-        self._doc_session = array("i")
-        self._doc_terms: list[array[int] | None] = []
-        self._alive = array("b")
-        self._doc_of: dict[int, int] = {}
-        self._session_codes: dict[str, int] = {}
-        self._n_alive = 0
-        self._total_len = 0.0
-        self._dead = 0
-        self._max_rowid = 0
-        self._changes_seen = 0
-        self._data_version: tuple[int, int] | None = None
-        self._dirty = True
-        self._ready = False
+    # -- state --------------------------------------------------------------------------
 
     @property
     def ready(self) -> bool:
         """Whether the first build has finished."""
-        return self._ready
+        return self._state.ready
+
+    @property
+    def persisted(self) -> bool:
+        """Whether this index reads and publishes a base on disk (``<store>.index/bm25``)."""
+        return self._folder is not None
 
     def state(self) -> str:
         """``ready``, ``building``, ``not built`` or ``failed: <reason>`` (shown by info())."""
@@ -134,25 +173,48 @@ class Bm25Index:
             return "building"
         if self._failure is not None:
             return f"failed: {self._failure}"
-        return "ready" if self._ready else "not built"
+        return "ready" if self._state.ready else "not built"
+
+    def stats(self) -> dict[str, object]:
+        """Sizes for info(): documents in the shared base and in this process's delta."""
+        state = self._state
+        base = state.base
+        return {
+            "state": self.state(),
+            "persisted": self.persisted,
+            "base_docs": 0 if base is None else state.base_n_alive,
+            "base_generation": None if base is None else base.manifest.generation,
+            "delta_docs": state.delta_docs,
+        }
 
     def usable(self) -> bool:
         """Whether a search now would answer without a long catch-up.
 
         False before the first build and while more than ``BACKLOG`` chunks are waiting
         to be indexed (a bulk ingest): callers then rank with FTS5 and call :meth:`warm`.
+        A published base on disk counts as built: a fresh process maps it and catches up
+        only what came after it.
         """
-        if not self._ready or self._builder is not None:
+        if self._builder is not None:
+            return False
+        if not self._state.ready and self._folder is not None and self._sync.acquire(False):
+            try:
+                self._poll_base()
+            finally:
+                self._sync.release()
+        state = self._state
+        if not state.ready and state.base is None:
             return False
         newest = int(self._db.scalar("SELECT coalesce(max(id), 0) FROM chunks"))
-        return newest - self._max_rowid <= BACKLOG
+        return newest - state.max_rowid <= BACKLOG
 
     def warm(self) -> None:
         """Build or catch up in a background thread (one at a time); returns at once.
 
-        The first build costs a few seconds at 100k chunks (tokenising every chunk and
-        its context in Python); meanwhile callers rank with FTS5. After a failed build
-        the next attempt waits ``RETRY_SECONDS`` (doubling up to ``RETRY_MAX_SECONDS``).
+        The first build costs seconds at 100k chunks (tokenising every chunk and its
+        context in Python), paid once per store: the result is published on disk for
+        every later process. Meanwhile callers rank with FTS5. After a failed build the
+        next attempt waits ``RETRY_SECONDS`` (doubling up to ``RETRY_MAX_SECONDS``).
         """
         if self._builder is not None or self._closing:
             return
@@ -176,8 +238,7 @@ class Bm25Index:
             self._failure = f"{type(exc).__name__}: {exc}"
             self._retry_at = time.monotonic() + delay
             logger.error(
-                "in-memory BM25 index build failed (attempt %d; searches use FTS5, "
-                "retry in %.1f s): %s",
+                "BM25 index build failed (attempt %d; searches use FTS5, retry in %.1f s): %s",
                 self._failures,
                 delay,
                 self._failure,
@@ -185,7 +246,7 @@ class Bm25Index:
             )
         else:
             if self._failure is not None:
-                logger.info("in-memory BM25 index built after %d failure(s)", self._failures)
+                logger.info("BM25 index built after %d failure(s)", self._failures)
             self._failure, self._failures = None, 0
         finally:
             self._builder = None
@@ -194,26 +255,279 @@ class Bm25Index:
         """This process wrote: catch up before the next search."""
         self._dirty = True
 
+    def follow(self) -> None:
+        """After a bulk write: keep the published base current.
+
+        When more than ``MERGE_MIN`` chunks wait to be indexed, catch up (and publish)
+        in the background, so a process that opens the store next maps a base that
+        covers the ingest instead of tokenising it. No-op for an index that is not
+        persisted, or while a catch-up or merge runs.
+        """
+        if self._folder is None or self._db.readonly or self._closing:
+            return
+        if self._builder is not None or self._merger is not None:
+            return
+        newest = int(self._db.scalar("SELECT coalesce(max(id), 0) FROM chunks"))
+        if newest - self._state.max_rowid >= MERGE_MIN:
+            self.warm()
+
+    def purge(self) -> None:
+        """After deletes: no published file may keep a deleted chunk's terms.
+
+        Republishes the base from what is live now (dead documents and terms only they
+        held are dropped) and removes the old generations; when that is impossible
+        (read-only, or another process holds the build lock for too long) the published
+        base is removed instead. Other processes keep what they have mapped until they
+        next switch bases.
+        """
+        folder = self._folder
+        if folder is None or not (folder / MANIFEST).exists():
+            return
+        if not self._db.readonly and self._merge(force=True, blocking=True):
+            return
+        with contextlib.suppress(FileNotFoundError):
+            (folder / MANIFEST).unlink()
+        collect(folder, keep=None)
+
     def rebuild(self) -> None:
-        """Drop everything and reload from SQLite."""
+        """Drop everything (the published base too) and reload from SQLite."""
         with self._sync:
             with self._lock:
-                self._reset()
+                self._state = _State(None)
+            self._manifest_sig = None
+            self._ignore_published = True
             self._catch_up_serialised()
+        self._ignore_published = False
+        self._merge(force=True)
+
+    _ignore_published = False
 
     def size(self) -> int:
         """Live documents after catching up."""
         self._catch_up()
         with self._lock:
-            return self._n_alive
+            return self._state.docs
 
     def close(self) -> None:
         self._closing = True
-        builder = self._builder
-        if builder is not None and builder is not threading.current_thread():
-            builder.join()
+        for thread in (self._builder, self._merger):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join()
         with self._lock:
-            self._reset()
+            self._state = _State(None)
+
+    # -- the published base -------------------------------------------------------------
+
+    def _valid(self, manifest: LexManifest | None) -> bool:
+        """Whether a manifest fits this store and analyzer and is not from its future (a
+        store file restored from a backup, or replaced, makes its base stale)."""
+        if manifest is None or (manifest.store, manifest.analyzer) != (
+            self._store,
+            self._analyzer,
+        ):
+            return False
+        with self._db.lock, self._db.snapshot():
+            high = self._db.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'chunks'")
+            oldest, newest = bounds(self._db, "chunks_changes")
+        # A base older than the change log's oldest entry cannot catch up (pruned).
+        return (
+            manifest.max_id <= int(high or 0)
+            and manifest.changes_seq <= newest
+            and manifest.changes_seq >= oldest - 1
+        )
+
+    def _poll_base(self) -> None:
+        """Switch to a newly published base (a cheap ``stat`` when nothing changed).
+
+        Called under ``_sync``. Before the first build the switch is immediate (the
+        state is empty); afterwards a background thread catches the new base up to the
+        present and swaps it in, so no search waits for the tokenising.
+        """
+        folder = self._folder
+        if folder is None or self._ignore_published:
+            return
+        path = folder / MANIFEST
+        try:
+            st = os.stat(path)
+            sig: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            sig = None
+        if sig is None or sig == self._manifest_sig:
+            return
+        manifest = LexManifest.load(path)
+        current = self._state.base
+        if (
+            manifest is None
+            or manifest.generation in self._broken
+            or (current is not None and manifest == current.manifest)
+        ):
+            self._manifest_sig = sig
+            return
+        if current is not None and manifest.max_id < current.manifest.max_id:
+            self._manifest_sig = sig
+            return  # older than what we hold
+        if not self._state.ready:
+            self._manifest_sig = sig
+            fresh = self._open(manifest)
+            if fresh is not None:
+                with self._lock:
+                    self._state = fresh
+            return
+        with self._lock:
+            if self._merger is not None:
+                return  # busy: look again at the next search
+            self._manifest_sig = sig
+            self._merger = threading.Thread(
+                target=self._adopt_in_background,
+                args=(manifest,),
+                name="mindfile-bm25-adopt",
+                daemon=True,
+            )
+            self._merger.start()
+
+    def _open(self, manifest: LexManifest) -> _State | None:
+        """A state on a published base; None when it does not fit or cannot be read."""
+        folder = self._folder
+        assert folder is not None
+        if not self._valid(manifest):
+            return None
+        try:
+            return _State(Segment(folder, manifest))
+        except (OSError, ValueError) as exc:  # removed meanwhile, or damaged: rebuild
+            logger.warning("ignoring BM25 base %s (%s)", manifest.generation, exc)
+            self._broken.add(manifest.generation)
+            self._want_merge = True
+            return None
+
+    def _adopt_in_background(self, manifest: LexManifest) -> None:
+        try:
+            fresh = self._open(manifest)
+            if fresh is not None:
+                self._adopt(fresh)
+        except Exception:  # logged; searches go on with the state held
+            logger.exception("switching to BM25 base %s failed", manifest.generation)
+        finally:
+            self._merger = None
+
+    def _adopt(self, fresh: _State) -> None:
+        """Catch ``fresh`` (not yet visible) up to the present, then swap it in.
+
+        Most of the catching up happens without ``_sync`` (searches go on with the old
+        state); the last step, under it, applies what was written meanwhile."""
+        for _ in range(3):
+            read = self._read_changes(fresh)
+            if read is None:
+                break
+            self._apply(fresh, *read)
+        with self._sync:
+            if self._closing:
+                return
+            while True:
+                read = self._read_changes(fresh)
+                if read is None or self._apply(fresh, *read):
+                    break
+            if fresh.compact_soon() or not fresh.ready:
+                return  # no better than what we hold; the next merge fixes it
+            with self._lock:
+                self._state = fresh
+
+    _want_merge = False
+
+    def _maybe_merge(self) -> None:
+        """Publish a new base in the background when the delta has grown enough."""
+        if self._folder is None or self._closing or self._db.readonly:
+            return
+        state = self._state
+        if not state.ready or self._merger is not None:
+            return
+        base_docs = len(state.base) if state.base is not None else 0
+        held = state.delta.n_alive + state.delta.dead
+        big = held >= max(MERGE_MIN, int(MERGE_FRACTION * base_docs))
+        if not (big or state.compact_soon() or self._want_merge):
+            return
+        failed = self._merge_failed_at
+        if failed is not None and time.monotonic() - failed < RETRY_MAX_SECONDS:
+            return
+        with self._lock:
+            if self._merger is not None:
+                return
+            self._want_merge = False
+            self._merger = threading.Thread(
+                target=self._merge_in_background, name="mindfile-bm25-merge", daemon=True
+            )
+            self._merger.start()
+
+    def _merge_in_background(self) -> None:
+        try:
+            self._merge(force=False)
+        except Exception:  # logged; searches stay exact on the base and deltas held
+            self._merge_failed_at = time.monotonic()
+            logger.exception("publishing the BM25 index in %s failed", self._folder)
+        finally:
+            self._merger = None
+
+    def merge(self) -> bool:
+        """Publish this process's index as the shared base now (waits for the build lock).
+
+        Returns False when there is nothing to publish (in-memory store, read-only, not
+        built). Normally automatic: see ``MERGE_MIN`` and ``MERGE_FRACTION``.
+        """
+        return self._merge(force=True, blocking=True)
+
+    def _merge(self, *, force: bool, blocking: bool = False) -> bool:
+        folder = self._folder
+        if folder is None or self._db.readonly or self._db.held_by_me():
+            return False
+        folder.mkdir(parents=True, exist_ok=True)
+        with file_lock(folder / BUILD_LOCK, blocking=blocking) as got:
+            if not got:
+                return False  # another process publishes
+            self._catch_up(merge=False)
+            with self._sync:
+                state = self._state
+                if not state.ready or self._closing:
+                    return False
+                published = LexManifest.load(folder / MANIFEST)
+                if (
+                    not force
+                    and published is not None
+                    and published.max_id >= state.max_rowid
+                    and published.changes_seq >= state.changes_seen
+                    and (state.base is None or published != state.base.manifest)
+                    and published.generation not in self._broken
+                    and self._valid(published)
+                ):
+                    self._manifest_sig = None
+                    return False  # someone published at least as much: switch to it
+                # Freeze the delta: new chunks go to a new one, so the frozen postings
+                # can be read below without any lock while searches and catch-ups go on.
+                with self._lock:
+                    state.frozen.append(state.delta)
+                    state.delta = _Delta()
+                    frozen = list(state.frozen)
+                    alive = [np.frombuffer(d.alive, dtype=np.int8).astype(bool) for d in frozen]
+                    base, base_alive = state.base, state.base_alive.copy()
+                    max_id, changes = state.max_rowid, state.changes_seen
+            flat = _combine([d.flat(a) for d, a in zip(frozen, alive, strict=True)])
+            generation, docs, postings, total = merge(folder, base, base_alive, flat)
+            manifest = LexManifest(
+                store=self._store,
+                analyzer=self._analyzer,
+                generation=generation,
+                max_id=max_id,
+                changes_seq=changes,
+                docs=docs,
+                postings=postings,
+                total_len=total,
+                built_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            )
+            manifest.save(folder / MANIFEST)
+            collect(folder, keep=generation)
+        self._merge_failed_at = None
+        if not self._closing:
+            self._adopt(_State(Segment(folder, manifest)))
+            self._manifest_sig = None
+        return True
 
     # -- catching up --------------------------------------------------------------------
     #
@@ -221,43 +535,53 @@ class Bm25Index:
     # database's lock to *read* what changed, released before ``_lock`` is taken to
     # *apply* it. Nothing holding ``_lock`` touches the database, and a thread that
     # already holds the database's lock (inside a transaction) never waits for
-    # ``_sync``: it serves the index as it is.
+    # ``_sync``: it serves the index as it is. A merge takes the folder's build lock
+    # (a file lock) before ``_sync``, never the other way round.
 
-    def _catch_up(self) -> None:
+    def _catch_up(self, *, merge: bool = True) -> None:
         if self._db.held_by_me():
             return  # inside the caller's transaction: uncommitted rows may roll back
         with self._sync:
+            self._poll_base()
             self._catch_up_serialised()
+        if merge:
+            self._maybe_merge()
 
     def _catch_up_serialised(self) -> None:
         while True:
-            read = self._read_changes()
+            state = self._state
+            read = self._read_changes(state)
             if read is None:
                 return
-            if self._apply(*read):
+            if self._apply(state, *read):
                 return
 
-    def _read_changes(self) -> tuple[tuple[int, int], int, list[Row], list[Row]] | None:
-        """``(token, newest_seq, logged, rows)`` to apply, or None when up to date."""
+    def _read_changes(
+        self, state: _State
+    ) -> tuple[tuple[int, int], int, list[Row], list[Row]] | None:
+        """``(token, newest_seq, logged, rows)`` to apply to ``state``, or None when it is
+        up to date."""
         with self._db.lock:
             if self._db.in_write_transaction:
                 return None
             version = self._db.change_token()
-            if not self._dirty and version == self._data_version:
+            current = state is self._state
+            if version == state.data_version and not (current and self._dirty):
                 return None
             with self._db.snapshot():
-                seen = self._changes_seen if self._max_rowid else None
+                fresh = state.max_rowid == 0 and state.base is None
+                seen = None if fresh else state.changes_seen
                 newest, logged = read_since(self._db, "chunks_changes", seen, "chunk_rowid, op")
                 if logged is None:  # the log was pruned past what we saw: reload everything
                     with self._lock:
-                        self._reset()
+                        state.reset()
                     logged = []
                 reread = sorted(
-                    {int(r) for r, op in logged if op == "u" and int(r) <= self._max_rowid}
+                    {int(r) for r, op in logged if op == "u" and int(r) <= state.max_rowid}
                 )
                 rows = self._db.query(
                     f"SELECT id, session_id, {_COLUMNS} FROM chunks WHERE id > ? ORDER BY id",
-                    (self._max_rowid,),
+                    (state.max_rowid,),
                 )
                 if reread:
                     rows += self._db.query(
@@ -268,78 +592,43 @@ class Bm25Index:
         return version, newest, logged, rows
 
     def _apply(
-        self, version: tuple[int, int], newest: int, logged: list[Row], rows: list[Row]
+        self,
+        state: _State,
+        version: tuple[int, int],
+        newest: int,
+        logged: list[Row],
+        rows: list[Row],
     ) -> bool:
-        """Apply a read under the index lock; False when a compaction needs a re-read."""
-        background = threading.current_thread() is self._builder
+        """Apply a read to ``state``; False when a compaction needs a re-read."""
+        background = threading.current_thread() in (self._builder, self._merger)
         with self._lock:
             for rowid, _op in logged:
-                self._remove(int(rowid))
-            self._changes_seen = newest
-            for i, (rowid, session_id, *columns) in enumerate(rows):
+                state.remove(int(rowid))
+        # Tokenise a batch outside the index lock (searches go on), apply it under it.
+        for start in range(0, len(rows), APPLY_BATCH):
+            analysed: list[tuple[int, str, dict[str, float], int]] = []
+            for i, (rowid, session_id, *columns) in enumerate(rows[start : start + APPLY_BATCH]):
                 if i % 16 == 0 and background:
                     # Hand the GIL over often: a searching thread re-takes it after every
                     # SQLite step and would otherwise wait a whole switch interval each time.
                     time.sleep(0)
                     if self._closing:
-                        self._reset()
                         return True
-                self._add(int(rowid), str(session_id), columns)
-                self._max_rowid = max(self._max_rowid, int(rowid))
-            if self._dead > max(1024, len(self._alive) // 4):
-                self._reset()  # compact the tombstones: read everything again
+                analysed.append((int(rowid), str(session_id), *self._analyse(columns)))
+            with self._lock:
+                for rowid, session_id, tf, length in analysed:
+                    state.add(rowid, session_id, tf, length)
+                    state.max_rowid = max(state.max_rowid, rowid)
+        with self._lock:
+            state.changes_seen = newest
+            if state.compact_soon() and self._folder is None:
+                state.reset()  # compact the tombstones: read everything again
                 return False
-            self._data_version = version
-            self._dirty = False
-            self._ready = True
+            state.data_version = version
+            if state is self._state:
+                self._dirty = False
+            state.ready = True
             return True
-
-    def _add(self, rowid: int, session_id: str, columns: Sequence[str]) -> None:
-        if rowid in self._doc_of:
-            self._remove(rowid)
-        doc = len(self._doc_rowid)
-        tf: dict[str, float] = {}
-        length = 0
-        for weight, text in zip(self._weights, columns, strict=True):
-            tokens = self._tokens(text) if text else []
-            length += len(tokens)
-            for token, n in Counter(tokens).items():
-                tf[token] = tf.get(token, 0.0) + weight * n
-        term_ids = self._term_ids
-        tids = array("i")
-        for token, freq in tf.items():
-            tid = term_ids.get(token)
-            if tid is None:
-                tid = term_ids[token] = len(self._df)
-                self._df.append(0)
-                self._post_docs.append(array("i"))
-                self._post_tf.append(array("f"))
-            self._post_docs[tid].append(doc)
-            self._post_tf[tid].append(freq)
-            self._df[tid] += 1
-            tids.append(tid)
-        code = self._session_codes.setdefault(session_id, len(self._session_codes))
-        self._doc_rowid.append(rowid)
-        self._doc_len.append(float(length))
-        self._doc_session.append(code)
-        self._doc_terms.append(tids)
-        self._alive.append(1)
-        self._doc_of[rowid] = doc
-        self._n_alive += 1
-        self._total_len += length
-
-    def _remove(self, rowid: int) -> None:
-        doc = self._doc_of.pop(rowid, None)
-        if doc is None:
-            return
-        terms = self._doc_terms[doc]
-        for tid in terms or ():
-            self._df[tid] -= 1
-        self._doc_terms[doc] = None
-        self._alive[doc] = 0
-        self._n_alive -= 1
-        self._total_len -= self._doc_len[doc]
-        self._dead += 1
 
     # -- searching ----------------------------------------------------------------------
 
@@ -350,63 +639,317 @@ class Bm25Index:
         terms = self.query_terms(query)
         self._catch_up()
         with self._lock:
-            if not terms or k <= 0 or self._n_alive == 0:
+            if not terms or k <= 0:
                 return []
-            return self._score(terms, k, where)
+            return self._state.score(terms, k, where)
 
-    def _score(
+
+class _Delta:
+    """Postings held in this process's heap, appended to in place (``array`` keeps them
+    compact). A delta being published is *frozen*: nothing is added to it any more, only
+    its documents' alive flags change, so a merge can read its postings unlocked."""
+
+    def __init__(self) -> None:
+        self.term_ids: dict[str, int] = {}
+        self.post_docs: list[array[int]] = []
+        self.post_tf: list[array[float]] = []
+        self.df: list[int] = []
+        self.doc_rowid = array("q")
+        self.doc_len = array("f")
+        self.doc_session = array("i")
+        self.doc_terms: list[array[int] | None] = []
+        self.alive = array("b")
+        self.doc_of: dict[int, int] = {}
+        self.session_codes: dict[str, int] = {}
+        self.n_alive = 0
+        self.total_len = 0.0
+        self.dead = 0
+
+    def add(self, rowid: int, session_id: str, tf: dict[str, float], length: int) -> None:
+        doc = len(self.doc_rowid)
+        term_ids = self.term_ids
+        tids = array("i")
+        for token, freq in tf.items():
+            tid = term_ids.get(token)
+            if tid is None:
+                tid = term_ids[token] = len(self.df)
+                self.df.append(0)
+                self.post_docs.append(array("i"))
+                self.post_tf.append(array("f"))
+            self.post_docs[tid].append(doc)
+            self.post_tf[tid].append(freq)
+            self.df[tid] += 1
+            tids.append(tid)
+        code = self.session_codes.setdefault(session_id, len(self.session_codes))
+        self.doc_rowid.append(rowid)
+        self.doc_len.append(float(length))
+        self.doc_session.append(code)
+        self.doc_terms.append(tids)
+        self.alive.append(1)
+        self.doc_of[rowid] = doc
+        self.n_alive += 1
+        self.total_len += length
+
+    def remove(self, rowid: int) -> bool:
+        doc = self.doc_of.pop(rowid, None)
+        if doc is None:
+            return False
+        for tid in self.doc_terms[doc] or ():
+            self.df[tid] -= 1
+        self.doc_terms[doc] = None
+        self.alive[doc] = 0
+        self.n_alive -= 1
+        self.total_len -= self.doc_len[doc]
+        self.dead += 1
+        return True
+
+    def flat(self, alive: npt.NDArray[np.bool_]) -> Flat:
+        """The postings in flat arrays (for a frozen delta: nothing appends meanwhile)."""
+        counts = np.fromiter((len(p) for p in self.post_docs), np.int64, len(self.post_docs))
+        doc = np.concatenate(
+            [np.frombuffer(p, dtype=np.int32) for p in self.post_docs] or [np.zeros(0, np.int32)]
+        )
+        tf = np.concatenate(
+            [np.frombuffer(p, dtype=np.float32) for p in self.post_tf] or [np.zeros(0, np.float32)]
+        )
+        sessions = list(self.session_codes)
+        codes = np.frombuffer(self.doc_session, dtype=np.int32)
+        return Flat(
+            terms=list(self.term_ids),
+            counts=counts,
+            doc=doc,
+            tf=tf,
+            rowid=np.frombuffer(self.doc_rowid, dtype=np.int64).copy(),
+            length=np.frombuffer(self.doc_len, dtype=np.float32).copy(),
+            session=[sessions[c] for c in codes.tolist()],
+            alive=alive,
+        )
+
+    def scored(
+        self, term: str, idf: float, avgdl: float
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]] | None:
+        tid = self.term_ids.get(term)
+        if tid is None or self.df[tid] <= 0:
+            return None
+        docs = np.array(self.post_docs[tid], dtype=np.int32)
+        freq = np.array(self.post_tf[tid], dtype=np.float64)
+        lengths = np.frombuffer(self.doc_len, dtype=np.float32)[docs]
+        norm = K1 * (1.0 - B + B * lengths / avgdl)
+        return docs, idf * freq * (K1 + 1.0) / (freq + norm)
+
+    def mask(self, where: VectorFilter | None) -> _Mask:
+        if where is None:
+            return None
+        return _mask(
+            where,
+            self.session_codes,
+            np.frombuffer(self.doc_session, dtype=np.int32),
+            np.frombuffer(self.doc_rowid, dtype=np.int64),
+        )
+
+
+class _State:
+    """One consistent view of the index: an optional published base (memory-mapped,
+    shared with other processes) plus in-memory deltas of what came after it (new
+    chunks, and chunks changed since, whose base copy is tombstoned): the live one, and
+    while a merge runs, the frozen one it publishes."""
+
+    def __init__(self, base: Segment | None) -> None:
+        self.base = base
+        n = len(base) if base is not None else 0
+        self.base_alive = np.ones(n, dtype=bool)
+        self.base_n_alive = n
+        self.base_total = base.manifest.total_len if base is not None else 0.0
+        self.base_dead = 0
+        self.max_rowid = base.manifest.max_id if base is not None else 0
+        self.changes_seen = base.manifest.changes_seq if base is not None else 0
+        self.data_version: tuple[int, int] | None = None
+        self.ready = False
+        self.delta = _Delta()
+        #: Deltas being published by a merge (normally none; one while a merge runs).
+        self.frozen: list[_Delta] = []
+
+    def reset(self) -> None:
+        """Forget everything, the base too (then catch up from nothing)."""
+        self.__dict__.update(_State(None).__dict__)
+
+    def deltas(self) -> list[_Delta]:
+        return [*self.frozen, self.delta]
+
+    @property
+    def docs(self) -> int:
+        """Live documents, base and deltas."""
+        return self.base_n_alive + sum(d.n_alive for d in self.deltas())
+
+    @property
+    def delta_docs(self) -> int:
+        return sum(d.n_alive for d in self.deltas())
+
+    def add(self, rowid: int, session_id: str, tf: dict[str, float], length: int) -> None:
+        self.remove(rowid)
+        self.delta.add(rowid, session_id, tf, length)
+
+    def remove(self, rowid: int) -> None:
+        for delta in self.deltas():
+            if delta.remove(rowid):
+                return
+        if self.base is not None and rowid <= self.base.manifest.max_id:
+            at = self.base.doc_of(rowid)
+            if at is not None and self.base_alive[at]:
+                self.base_alive[at] = False
+                self.base_n_alive -= 1
+                self.base_total -= float(self.base.doc_len[at])
+                self.base_dead += 1
+
+    def compact_soon(self) -> bool:
+        """Whether tombstones outnumber a quarter of the documents of base or delta."""
+        delta = self.delta.dead > max(1024, len(self.delta.alive) // 4)
+        base = self.base is not None and self.base_dead > max(1024, len(self.base) // 4)
+        return delta or base
+
+    # -- scoring ------------------------------------------------------------------------
+
+    def score(
         self, terms: list[str], k: int, where: VectorFilter | None
     ) -> list[tuple[int, float]]:
-        n_docs = len(self._doc_rowid)
-        avgdl = self._total_len / self._n_alive if self._n_alive else 1.0
-        lengths = np.frombuffer(self._doc_len, dtype=np.float32)[:n_docs]
-        docs_parts: list[npt.NDArray[np.int32]] = []
-        score_parts: list[npt.NDArray[np.float64]] = []
+        """The top ``k`` of base and deltas together, with the statistics of all."""
+        n_alive = self.docs
+        if n_alive == 0:
+            return []
+        deltas = self.deltas()
+        avgdl = (self.base_total + sum(d.total_len for d in deltas)) / n_alive
+        base = self.base
+        base_parts: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]] = []
+        delta_parts: list[list[tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]]] = [
+            [] for _ in deltas
+        ]
         for term in terms:
-            tid = self._term_ids.get(term)
-            if tid is None or self._df[tid] <= 0:
+            found = base.postings(term) if base is not None else None
+            n = 0
+            if found is not None:
+                b_docs = np.asarray(found[0])
+                n = (
+                    int(np.count_nonzero(self.base_alive[b_docs]))
+                    if self.base_dead
+                    else len(b_docs)
+                )
+            for delta in deltas:
+                tid = delta.term_ids.get(term)
+                n += delta.df[tid] if tid is not None else 0
+            if n <= 0:
                 continue
-            n = self._df[tid]
-            idf = max(math.log((self._n_alive - n + 0.5) / (n + 0.5)), IDF_FLOOR)
-            docs = np.array(self._post_docs[tid], dtype=np.int32)
-            freq = np.array(self._post_tf[tid], dtype=np.float64)
-            norm = K1 * (1.0 - B + B * lengths[docs] / avgdl)
-            docs_parts.append(docs)
-            score_parts.append(idf * freq * (K1 + 1.0) / (freq + norm))
-        if not docs_parts:
-            return []
-        all_docs = np.concatenate(docs_parts)
-        scores = np.bincount(all_docs, weights=np.concatenate(score_parts), minlength=n_docs)
-        # Every matching document scores > 0 (IDF is floored above zero).
-        candidates = np.flatnonzero(scores > 0.0)
-        keep = np.frombuffer(self._alive, dtype=np.int8)[candidates].astype(bool)
-        keep &= self._filter_mask(candidates, where)
-        candidates = candidates[keep]
-        if len(candidates) == 0:
-            return []
-        cand_scores = scores[candidates]
-        if k < len(candidates):
-            top = np.argpartition(-cand_scores, k - 1)[:k]
-            # Every score tied with the k-th competes, so the top k does not depend on k.
-            top = np.flatnonzero(cand_scores >= cand_scores[top].min())
-        else:
-            top = np.arange(len(candidates))
+            idf = max(math.log((n_alive - n + 0.5) / (n + 0.5)), IDF_FLOOR)
+            if found is not None and len(found[0]):
+                assert base is not None
+                freq = np.asarray(found[1], dtype=np.float64)
+                norm = K1 * (1.0 - B + B * np.asarray(base.doc_len)[b_docs] / avgdl)
+                base_parts.append((b_docs, idf * freq * (K1 + 1.0) / (freq + norm)))
+            for delta, parts in zip(deltas, delta_parts, strict=True):
+                part = delta.scored(term, idf, avgdl)
+                if part is not None:
+                    parts.append(part)
+        hits: list[tuple[int, float]] = []
+        if base_parts and base is not None:
+            mask = None
+            if where is not None:
+                mask = _mask(
+                    where,
+                    base.session_codes,
+                    np.asarray(base.doc_session),
+                    np.asarray(base.doc_rowid),
+                )
+            hits += _top(
+                base_parts, len(base), self.base_alive, np.asarray(base.doc_rowid), mask, k
+            )
+        for delta, parts in zip(deltas, delta_parts, strict=True):
+            if parts:
+                hits += _top(
+                    parts,
+                    len(delta.doc_rowid),
+                    np.frombuffer(delta.alive, dtype=np.int8).astype(bool),
+                    np.frombuffer(delta.doc_rowid, dtype=np.int64),
+                    delta.mask(where),
+                    k,
+                )
         # Best first; equal scores: higher rowid (more recent) first, like the SQL legs.
-        rowids = np.frombuffer(self._doc_rowid, dtype=np.int64)[candidates[top]]
-        order = np.lexsort((-rowids, -cand_scores[top]))[:k]
-        return [(int(rowids[i]), float(cand_scores[top][i])) for i in order]
+        hits.sort(key=lambda h: (-h[1], -h[0]))
+        return hits[:k]
 
-    def _filter_mask(
-        self, candidates: npt.NDArray[np.intp], where: VectorFilter | None
-    ) -> npt.NDArray[np.bool_]:
-        mask = np.ones(len(candidates), dtype=bool)
-        if where is None:
-            return mask
-        if where.session_ids is not None:
-            codes = [self._session_codes[s] for s in where.session_ids if s in self._session_codes]
-            sessions = np.frombuffer(self._doc_session, dtype=np.int32)[candidates]
-            mask &= np.isin(sessions, np.array(codes, dtype=np.int32))
-        if where.rowids is not None:
-            rowids = np.frombuffer(self._doc_rowid, dtype=np.int64)[candidates]
-            mask &= np.isin(rowids, where.rowids)
-        return mask
+
+#: A filter over one side's documents: (allowed session codes or None, each document's
+#: session code, allowed rowids or None, each document's rowid); None = no filter.
+_Mask = (
+    tuple[
+        npt.NDArray[np.int32] | None,
+        npt.NDArray[np.int32],
+        npt.NDArray[np.int64] | None,
+        npt.NDArray[np.int64],
+    ]
+    | None
+)
+
+
+def _mask(
+    where: VectorFilter,
+    codes: dict[str, int],
+    doc_session: npt.NDArray[np.int32],
+    doc_rowid: npt.NDArray[np.int64],
+) -> _Mask:
+    sessions = None
+    if where.session_ids is not None:
+        wanted = [codes[s] for s in where.session_ids if s in codes]
+        sessions = np.array(wanted, dtype=np.int32)
+    return (sessions, doc_session, where.rowids, doc_rowid)
+
+
+def _combine(flats: list[Flat]) -> Flat:
+    """Several deltas' postings as one (their documents numbered one after another)."""
+    if len(flats) == 1:
+        return flats[0]
+    offsets = np.cumsum([0] + [len(f.rowid) for f in flats])
+    return Flat(
+        terms=[t for f in flats for t in f.terms],
+        counts=np.concatenate([f.counts for f in flats]),
+        doc=np.concatenate([f.doc + np.int32(o) for f, o in zip(flats, offsets, strict=False)]),
+        tf=np.concatenate([f.tf for f in flats]),
+        rowid=np.concatenate([f.rowid for f in flats]),
+        length=np.concatenate([f.length for f in flats]),
+        session=[s for f in flats for s in f.session],
+        alive=np.concatenate([f.alive for f in flats]),
+    )
+
+
+def _top(
+    parts: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]],
+    n_docs: int,
+    alive: npt.NDArray[np.bool_],
+    rowids: npt.NDArray[np.int64],
+    mask: _Mask,
+    k: int,
+) -> list[tuple[int, float]]:
+    """The best ``k`` live, allowed documents of one side as ``(rowid, score)``."""
+    all_docs = np.concatenate([d for d, _ in parts])
+    weights = np.concatenate([s for _, s in parts])
+    scores = np.bincount(all_docs, weights=weights, minlength=n_docs)
+    # Every matching document scores > 0 (IDF is floored above zero).
+    candidates = np.flatnonzero(scores > 0.0)
+    keep = alive[candidates]
+    if mask is not None:
+        sessions, doc_session, allowed, doc_rowid = mask
+        if sessions is not None:
+            keep &= np.isin(doc_session[candidates], sessions)
+        if allowed is not None:
+            keep &= np.isin(doc_rowid[candidates], allowed)
+    candidates = candidates[keep]
+    if len(candidates) == 0:
+        return []
+    cand_scores = scores[candidates]
+    if k < len(candidates):
+        top = np.argpartition(-cand_scores, k - 1)[:k]
+        # Every score tied with the k-th competes, so the top k does not depend on k.
+        top = np.flatnonzero(cand_scores >= cand_scores[top].min())
+    else:
+        top = np.arange(len(candidates))
+    found = rowids[candidates[top]]
+    order = np.lexsort((-found, -cand_scores[top]))[:k]
+    return [(int(found[i]), float(cand_scores[top][i])) for i in order]

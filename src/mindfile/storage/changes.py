@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from mindfile.storage.db import Database, Row
 
-__all__ = ["KEEP", "LOGS", "PRUNE_EVERY", "prune", "prune_now_and_then", "read_since"]
+__all__ = ["KEEP", "LOGS", "PRUNE_EVERY", "bounds", "prune", "prune_now_and_then", "read_since"]
 
 LOGS = ("chunks_changes", "chunks_vec_changes")
 
@@ -21,14 +21,9 @@ KEEP = 100_000
 PRUNE_EVERY = 64
 
 
-def read_since(
-    db: Database, table: str, seen: int | None, columns: str = "chunk_rowid"
-) -> tuple[int, list[Row] | None]:
-    """``(newest_seq, rows)`` logged in ``table`` after ``seen``, oldest first.
-
-    ``seen=None`` (an index about to load everything) returns no rows. ``rows`` is None
-    when the log was pruned past ``seen``: the caller must rebuild.
-    """
+def bounds(db: Database, table: str) -> tuple[int, int]:
+    """``(oldest, newest)`` seq of ``table``: the oldest still logged (``newest + 1`` when
+    the log is empty) and the newest ever assigned."""
     # The newest seq ever assigned comes from sqlite_sequence (AUTOINCREMENT), so a log
     # pruned down to nothing still says how far it went. min() gets its own subquery:
     # min() and max() in one SELECT would scan the whole table.
@@ -39,7 +34,18 @@ def read_since(
     )
     assert row is not None
     newest = int(row[0])
-    oldest = newest + 1 if row[1] is None else int(row[1])
+    return (newest + 1 if row[1] is None else int(row[1])), newest
+
+
+def read_since(
+    db: Database, table: str, seen: int | None, columns: str = "chunk_rowid"
+) -> tuple[int, list[Row] | None]:
+    """``(newest_seq, rows)`` logged in ``table`` after ``seen``, oldest first.
+
+    ``seen=None`` (an index about to load everything) returns no rows. ``rows`` is None
+    when the log was pruned past ``seen``: the caller must rebuild.
+    """
+    oldest, newest = bounds(db, table)
     if seen is None or newest <= seen:
         return newest, []
     if seen < oldest - 1:

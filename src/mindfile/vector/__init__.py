@@ -3,6 +3,7 @@ the on-disk ANN indexes zvec and LanceDB (optional extras, imported when asked f
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 
 from mindfile.errors import ConfigError
@@ -11,7 +12,22 @@ from mindfile.vector.base import VectorFilter, VectorIndex
 from mindfile.vector.exact import ExactIndex
 from mindfile.vector.sqlite_vec import SqliteVecIndex
 
-__all__ = ["ExactIndex", "SqliteVecIndex", "VectorFilter", "VectorIndex", "make_index"]
+__all__ = [
+    "AUTO_ANN_CHUNKS",
+    "ExactIndex",
+    "SqliteVecIndex",
+    "VectorFilter",
+    "VectorIndex",
+    "choose_index",
+    "make_index",
+]
+
+#: ``vector_index="auto"`` opens zvec (when installed) for stores of at least this many
+#: vectors, the exact index below. Measured (benchmarks/README.md, "Choosing the vector
+#: index"): below it the exact index answers within the 5 ms budget with recall 1.0;
+#: above it its per-process copy of every vector (~1 KB each) and its scan time grow
+#: linearly, while zvec stays at ~3 ms and ~3 MB per process.
+AUTO_ANN_CHUNKS = 200_000
 
 
 def _zvec(db: Database, dims: int) -> VectorIndex:
@@ -34,8 +50,26 @@ _INDEXES: dict[str, Callable[[Database, int], VectorIndex]] = {
 }
 
 
+def choose_index(db: Database) -> tuple[str, str]:
+    """What ``vector_index="auto"`` opens for this store, and why (shown by info())."""
+    vectors = int(db.scalar("SELECT coalesce(max(chunk_rowid), 0) FROM chunks_vec"))
+    if vectors < AUTO_ANN_CHUNKS:
+        return "exact", f"auto: exact below {AUTO_ANN_CHUNKS:,} chunks"
+    if db.readonly or db.in_memory:
+        return "exact", "auto: exact (zvec needs a writable store file)"
+    if importlib.util.find_spec("zvec") is None:
+        return "exact", (
+            f"auto: exact; above {AUTO_ANN_CHUNKS:,} chunks zvec would be used: "
+            'pip install "mindfile[zvec]"'
+        )
+    return "zvec", f"auto: zvec from {AUTO_ANN_CHUNKS:,} chunks"
+
+
 def make_index(name: str, db: Database, dims: int) -> VectorIndex:
-    """Build the named vector index over ``db``'s vectors."""
+    """Build the named vector index over ``db``'s vectors (``"auto"``: see
+    :func:`choose_index`)."""
+    if name == "auto":
+        name = choose_index(db)[0]
     factory = _INDEXES.get(name)
     if factory is None:
         raise ConfigError(f"unknown vector index {name!r} (known: {', '.join(sorted(_INDEXES))})")

@@ -55,6 +55,7 @@ from mindfile.vector.ann_disk import (
     read_after,
     read_ids,
     session_key,
+    store_id,
 )
 from mindfile.vector.base import VectorFilter, changes_since
 
@@ -62,7 +63,6 @@ __all__ = ["AnnBackend", "AnnIndex", "Manifest", "RowBatch", "index_root", "sess
 
 logger = logging.getLogger("mindfile")
 
-STORE_ID_KEY = "ann_store_id"
 #: Seconds before a merge that failed is tried again (searches stay exact meanwhile).
 RETRY_AFTER = 30.0
 #: Rows read from SQLite per batch while building (each batch under the database lock).
@@ -299,16 +299,8 @@ class AnnIndex:
 
     def _identity(self) -> tuple[str, str]:
         """The store's id for the manifests (made once) and its embedding model."""
-        get = "SELECT value FROM store_meta WHERE key = ?"
-        store = self._db.scalar(get, (STORE_ID_KEY,))
-        if store is None:  # the first open with an on-disk index: one small write
-            with self._db.atomic():
-                self._db.execute(
-                    "INSERT OR IGNORE INTO store_meta (key, value) VALUES (?, ?)",
-                    (STORE_ID_KEY, uuid.uuid4().hex),
-                )
-                store = self._db.scalar(get, (STORE_ID_KEY,))
-        model = self._db.scalar(get, ("embedding_model",))
+        store = store_id(self._db)
+        model = self._db.scalar("SELECT value FROM store_meta WHERE key = 'embedding_model'")
         return str(store), str(model or "")
 
     # -- the published base ---------------------------------------------------------------
@@ -516,6 +508,17 @@ class AnnIndex:
         self._backend.collect(self.folder, published)
 
     # -- the protocol ---------------------------------------------------------------------
+
+    def purge(self) -> None:
+        """After deletes: build the published base anew from the live vectors, so no
+        file under the index folder keeps a deleted chunk's vector (an incremental merge
+        may only tombstone it inside the ANN library's files). Waits for the build lock;
+        costs a full build (benchmarks/README.md)."""
+        with self._db.lock, self._lock:
+            self._catch_up_locked()
+        if not self.merge(full=True, blocking=True):
+            return
+        self._catch_up()
 
     def rebuild(self) -> None:
         """Drop the published base and build a new one from ``chunks_vec``.

@@ -36,6 +36,7 @@ __all__ = [
     "read_after",
     "read_ids",
     "session_key",
+    "store_id",
 ]
 
 logger = logging.getLogger("mindfile")
@@ -48,6 +49,26 @@ _SELECT = (
     "SELECT v.chunk_rowid, v.embedding_blob, c.session_id, c.created_at "
     "FROM chunks_vec AS v JOIN chunks AS c ON c.id = v.chunk_rowid "
 )
+
+
+#: ``store_meta`` key of the store's id, which manifests of derived indexes record so an
+#: index folder never serves another store (a file replaced or restored from a backup).
+STORE_ID_KEY = "ann_store_id"
+
+
+def store_id(db: Database, *, create: bool = True) -> str | None:
+    """The store's id for the manifests of its on-disk indexes, made on first use (one
+    small write); None when it has none and ``create`` is False (a read-only store)."""
+    get = "SELECT value FROM store_meta WHERE key = ?"
+    store = db.scalar(get, (STORE_ID_KEY,))
+    if store is None and create:
+        with db.atomic():
+            db.execute(
+                "INSERT OR IGNORE INTO store_meta (key, value) VALUES (?, ?)",
+                (STORE_ID_KEY, uuid.uuid4().hex),
+            )
+            store = db.scalar(get, (STORE_ID_KEY,))
+    return None if store is None else str(store)
 
 
 def session_key(session_id: str) -> int:

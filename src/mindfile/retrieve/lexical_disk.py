@@ -1,0 +1,343 @@
+"""The on-disk side of the BM25 index (:mod:`mindfile.retrieve.lexical`): a published
+generation of postings that every process of the machine memory-maps instead of
+tokenising the whole store into its own heap.
+
+A generation is a folder ``<store>.index/bm25/<generation>/`` of ``.npy`` arrays (read
+with ``mmap_mode="r"``, so the pages are the page cache's, shared by all processes) and
+``sessions.json``; ``manifest.json`` beside it names the current one and what it covers
+(chunk ids up to ``max_id``, the change log up to ``changes_seq``). Like the ANN bases
+(:mod:`mindfile.vector.ann_disk`) it is derived, never the source of truth: stale, damaged
+or foreign generations are ignored and rebuilt; one builder at a time holds the folder's
+``build.lock``.
+
+Arrays (``T`` terms, ``D`` documents, ``P`` postings):
+
+* ``term_hash`` (T, int64, ascending): 64-bit BLAKE2b of each term, the lookup key;
+* ``term_off`` (T+1, int64) into ``term_bytes`` (uint8): each term's UTF-8 text, so a
+  lookup checks the text and a hash collision can never merge two terms;
+* ``post_off`` (T+1, int64) into ``post_doc`` (P, int32, ascending per term) and
+  ``post_tf`` (P, float32): the column-weighted term frequency, as FTS5 weighs it;
+* ``doc_rowid`` (D, int64, ascending), ``doc_len`` (D, float32: tokens in all columns),
+  ``doc_session`` (D, int32: index into ``sessions.json``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["FORMAT", "Flat", "LexManifest", "Segment", "collect", "merge", "term_hash"]
+
+logger = logging.getLogger("mindfile.retrieve")
+
+FORMAT = 1
+_ARRAYS = (
+    "term_hash",
+    "term_off",
+    "term_bytes",
+    "post_off",
+    "post_doc",
+    "post_tf",
+    "doc_rowid",
+    "doc_len",
+    "doc_session",
+)
+
+
+def term_hash(term: str) -> int:
+    """The signed 64-bit key a term is looked up by."""
+    digest = hashlib.blake2b(term.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
+
+
+@dataclass(frozen=True, slots=True)
+class LexManifest:
+    """What a published generation holds (``manifest.json``)."""
+
+    store: str
+    #: The tokenizer and column weights the postings were made with.
+    analyzer: str
+    generation: str
+    max_id: int
+    changes_seq: int
+    docs: int
+    postings: int
+    total_len: float
+    built_at: str
+    format: int = FORMAT
+
+    @classmethod
+    def load(cls, path: Path) -> LexManifest | None:
+        """The manifest at ``path``; None when missing, unreadable or of another format."""
+        try:
+            manifest = cls(**json.loads(path.read_text(encoding="utf-8")))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, TypeError) as exc:
+            logger.warning("ignoring unreadable BM25 manifest %s: %s", path, exc)
+            return None
+        return manifest if manifest.format == FORMAT else None
+
+    def save(self, path: Path) -> None:
+        """Write atomically: a temporary file, fsync, rename over, fsync the folder."""
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(asdict(self), fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Segment:
+    """A published generation, memory-mapped (read-only)."""
+
+    def __init__(self, folder: Path, manifest: LexManifest) -> None:
+        where = folder / manifest.generation
+        arrays: dict[str, Any] = {
+            name: np.load(where / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+            for name in _ARRAYS
+        }
+        sessions = json.loads((where / "sessions.json").read_text(encoding="utf-8"))
+        self.manifest = manifest
+        self.term_hash: npt.NDArray[np.int64] = arrays["term_hash"]
+        self.term_off: npt.NDArray[np.int64] = arrays["term_off"]
+        self.term_bytes: npt.NDArray[np.uint8] = arrays["term_bytes"]
+        self.post_off: npt.NDArray[np.int64] = arrays["post_off"]
+        self.post_doc: npt.NDArray[np.int32] = arrays["post_doc"]
+        self.post_tf: npt.NDArray[np.float32] = arrays["post_tf"]
+        self.doc_rowid: npt.NDArray[np.int64] = arrays["doc_rowid"]
+        self.doc_len: npt.NDArray[np.float32] = arrays["doc_len"]
+        self.doc_session: npt.NDArray[np.int32] = arrays["doc_session"]
+        self.sessions: list[str] = [str(s) for s in sessions]
+        self.session_codes = {s: i for i, s in enumerate(self.sessions)}
+        self._check()
+
+    def _check(self) -> None:
+        """Shapes that must agree; a damaged generation raises here, not mid-search."""
+        t, d, m = len(self.term_hash), len(self.doc_rowid), self.manifest
+        ok = (
+            len(self.term_off) == t + 1
+            and len(self.post_off) == t + 1
+            and int(self.term_off[-1]) == len(self.term_bytes)
+            and int(self.post_off[-1]) == len(self.post_doc) == len(self.post_tf)
+            and len(self.post_doc) == m.postings
+            and len(self.doc_len) == len(self.doc_session) == d == m.docs
+            and (d == 0 or int(self.doc_rowid[-1]) <= m.max_id)
+        )
+        if not ok:
+            raise ValueError(f"BM25 generation {m.generation} does not match its manifest")
+
+    def __len__(self) -> int:
+        return len(self.doc_rowid)
+
+    def postings(self, term: str) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]] | None:
+        """The documents holding ``term`` and their weighted frequencies (views)."""
+        key = term_hash(term)
+        i = int(np.searchsorted(self.term_hash, key))
+        if i >= len(self.term_hash) or int(self.term_hash[i]) != key:
+            return None
+        text = bytes(self.term_bytes[int(self.term_off[i]) : int(self.term_off[i + 1])])
+        if text != term.encode("utf-8", "surrogatepass"):
+            return None  # a hash collision with another term: not this one
+        s, e = int(self.post_off[i]), int(self.post_off[i + 1])
+        return self.post_doc[s:e], self.post_tf[s:e]
+
+    def doc_of(self, rowid: int) -> int | None:
+        """The document number of chunk ``rowid``, or None."""
+        i = int(np.searchsorted(self.doc_rowid, rowid))
+        if i < len(self.doc_rowid) and int(self.doc_rowid[i]) == rowid:
+            return i
+        return None
+
+
+@dataclass(slots=True)
+class Flat:
+    """Postings in flat arrays (the in-memory delta's, copied out to be persisted).
+
+    ``terms[i]`` is the text of term ``i``; its ``counts[i]`` postings come next in
+    ``doc`` (the documents holding it) and ``tf`` (its weighted frequency there).
+    Documents are numbered ``0..len(rowid)-1``; only those with ``alive`` set are kept.
+    """
+
+    terms: list[str]
+    counts: npt.NDArray[np.int64]
+    doc: npt.NDArray[np.int32]
+    tf: npt.NDArray[np.float32]
+    rowid: npt.NDArray[np.int64]
+    length: npt.NDArray[np.float32]
+    session: list[str]
+    alive: npt.NDArray[np.bool_]
+
+
+def merge(
+    folder: Path,
+    base: Segment | None,
+    base_alive: npt.NDArray[np.bool_] | None,
+    delta: Flat,
+) -> tuple[str, int, int, float]:
+    """Write a new generation holding ``base``'s live documents and ``delta``'s.
+
+    Returns ``(generation, docs, postings, total_len)``. Nothing is published: the caller
+    writes the manifest. A chunk in both (updated after ``base`` was written) must be
+    dead in ``base_alive``; the caller's tombstones guarantee it.
+    """
+    # Documents: the live ones of both, renumbered in rowid order.
+    if base is not None:
+        assert base_alive is not None
+        b_keep = np.flatnonzero(base_alive)
+        b_rowid = np.asarray(base.doc_rowid)[b_keep]
+        b_len = np.asarray(base.doc_len)[b_keep]
+        b_sess = np.asarray(base.doc_session)[b_keep].astype(np.int64)
+        sessions = list(base.sessions)
+    else:
+        b_keep = np.zeros(0, np.int64)
+        b_rowid, b_len, b_sess = np.zeros(0, np.int64), np.zeros(0, np.float32), b_keep
+        sessions = []
+    codes = {s: i for i, s in enumerate(sessions)}
+    d_keep = np.flatnonzero(delta.alive)
+    d_sess = np.fromiter(
+        (codes.setdefault(delta.session[i], len(codes)) for i in d_keep.tolist()),
+        np.int64,
+        len(d_keep),
+    )
+    sessions = list(codes)
+    rowid = np.concatenate([b_rowid, delta.rowid[d_keep]])
+    order = np.argsort(rowid, kind="stable")
+    if len(rowid) > 1 and np.any(np.diff(rowid[order]) == 0):
+        raise ValueError("a chunk is in both the base and the delta")
+    new_of = np.empty(len(rowid), np.int64)
+    new_of[order] = np.arange(len(rowid))
+    b_new = np.full(len(base) if base is not None else 0, -1, np.int64)
+    b_new[b_keep] = new_of[: len(b_keep)]
+    d_new = np.full(len(delta.rowid), -1, np.int64)
+    d_new[d_keep] = new_of[len(b_keep) :]
+
+    # Terms: the union of both vocabularies, ordered by hash.
+    d_hash = np.fromiter((term_hash(t) for t in delta.terms), np.int64, len(delta.terms))
+    b_hash = np.asarray(base.term_hash) if base is not None else np.zeros(0, np.int64)
+    u_hash = np.union1d(b_hash, d_hash)
+    if base is not None and len(base.term_hash):
+        b_index = np.searchsorted(u_hash, b_hash)
+    else:
+        b_index = np.zeros(0, np.int64)
+    d_index = np.searchsorted(u_hash, d_hash)
+
+    # Postings as sortable keys (term index << 32 | new document), both sides sorted.
+    keys_parts: list[npt.NDArray[np.int64]] = []
+    tf_parts: list[npt.NDArray[np.float32]] = []
+    if base is not None and len(base.post_doc):
+        counts = np.diff(np.asarray(base.post_off, dtype=np.int64)).astype(np.int64)
+        b_term = np.repeat(b_index, counts)
+        b_doc = b_new[np.asarray(base.post_doc)]
+        live = b_doc >= 0
+        # base postings are sorted by (hash, doc) and renumbering keeps rowid order
+        keys_parts.append((b_term[live] << 32) | b_doc[live])
+        tf_parts.append(np.asarray(base.post_tf)[live])
+    if len(delta.doc):
+        d_doc = d_new[delta.doc]
+        live = d_doc >= 0
+        d_term = np.repeat(d_index, delta.counts)
+        d_keys = (d_term[live] << 32) | d_doc[live]
+        d_order = np.argsort(d_keys, kind="stable")
+        keys_parts.append(d_keys[d_order])
+        tf_parts.append(delta.tf[live][d_order])
+    if len(keys_parts) == 2:
+        a, b = keys_parts
+        at = np.searchsorted(a, b) + np.arange(len(b))
+        keys = np.empty(len(a) + len(b), np.int64)
+        tf = np.empty(len(a) + len(b), np.float32)
+        mask = np.ones(len(keys), bool)
+        mask[at] = False
+        keys[at], tf[at] = b, tf_parts[1]
+        keys[mask], tf[mask] = a, tf_parts[0]
+    elif keys_parts:
+        keys, tf = keys_parts[0], tf_parts[0]
+    else:
+        keys, tf = np.zeros(0, np.int64), np.zeros(0, np.float32)
+    post_term = keys >> 32
+    post_doc = (keys & 0xFFFFFFFF).astype(np.int32)
+
+    # Drop terms no live document holds any more.
+    per_term = np.bincount(post_term, minlength=len(u_hash))
+    used = np.flatnonzero(per_term)
+    post_off = np.zeros(len(used) + 1, np.int64)
+    np.cumsum(per_term[used], out=post_off[1:])
+    text_of: dict[int, bytes] = {}
+    if base is not None:
+        offs, blob = np.asarray(base.term_off), np.asarray(base.term_bytes)
+        for i, u in enumerate(b_index.tolist()):
+            text_of[u] = blob[offs[i] : offs[i + 1]].tobytes()
+    for i, u in enumerate(d_index.tolist()):
+        text_of.setdefault(u, delta.terms[i].encode("utf-8", "surrogatepass"))
+    texts = [text_of[u] for u in used.tolist()]
+    term_off = np.zeros(len(texts) + 1, np.int64)
+    np.cumsum([len(t) for t in texts], out=term_off[1:])
+
+    length = np.concatenate([b_len, delta.length[d_keep]])[order].astype(np.float32)
+    session = np.concatenate([b_sess, d_sess])[order].astype(np.int32)
+    generation = uuid.uuid4().hex[:12]
+    arrays: dict[str, npt.NDArray[Any]] = {
+        "term_hash": u_hash[used],
+        "term_off": term_off,
+        "term_bytes": np.frombuffer(b"".join(texts), np.uint8),
+        "post_off": post_off,
+        "post_doc": post_doc,
+        "post_tf": tf,
+        "doc_rowid": rowid[order],
+        "doc_len": length,
+        "doc_session": session,
+    }
+    _write(folder / generation, arrays, sessions)
+    return generation, len(rowid), len(post_doc), float(length.astype(np.float64).sum())
+
+
+def _write(where: Path, arrays: dict[str, npt.NDArray[Any]], sessions: Sequence[str]) -> None:
+    tmp = where.with_name(f".{where.name}.tmp")
+    tmp.mkdir(parents=True)
+    try:
+        for name, array in arrays.items():
+            with open(tmp / f"{name}.npy", "wb") as fh:
+                np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
+                fh.flush()
+                os.fsync(fh.fileno())
+        with open(tmp / "sessions.json", "w", encoding="utf-8") as fh:
+            json.dump(list(sessions), fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, where)
+        _fsync_dir(where.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def collect(folder: Path, keep: str | None) -> None:
+    """Remove generations other than ``keep`` (and unfinished ones). Processes that still
+    map a removed generation keep reading it: the kernel frees it with the last mapping."""
+    try:
+        children = list(folder.iterdir())
+    except FileNotFoundError:
+        return
+    for child in children:
+        if child.is_dir() and child.name != keep:
+            shutil.rmtree(child, ignore_errors=True)

@@ -1,0 +1,325 @@
+"""The BM25 base published on disk (retrieve/lexical_disk.py): shared by processes, exact,
+never trusted when it does not fit the store."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import mindfile
+from mindfile.retrieve import lexical
+from mindfile.retrieve.fts import fts_search
+from mindfile.retrieve.lexical import Bm25Index
+from mindfile.vector.base import VectorFilter
+
+WORDS = [
+    "garden",
+    "tomato",
+    "rain",
+    "sunny",
+    "hike",
+    "dog",
+    "cat",
+    "peanut",
+    "allergy",
+    "lisbon",
+    "porto",
+    "train",
+    "battery",
+    "solar",
+    "budget",
+    "meeting",
+    "sister",
+    "visit",
+    "painting",
+    "pottery",
+    "running",
+    "camping",
+    "lake",
+    "sunrise",
+    "music",
+    "guitar",
+    "book",
+    "library",
+    "coffee",
+    "bread",
+    "market",
+    "river",
+    "mountain",
+]
+QUERIES = ["tomato garden", "lisbon train", "coffee market river", "dog", "music guitar book"]
+
+
+def _text(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 14)))
+
+
+def _same_as_fts5(mem: mindfile.Mindfile, where: VectorFilter | None = None) -> None:
+    """Every query ranks exactly like FTS5's bm25() on the same store."""
+    assert mem.lexical is not None
+    for query in QUERIES:
+        got = mem.lexical.search(query, 1000, where=where)
+        if where is not None and where.session_ids is not None:
+            sql = " AND c.session_id IN (SELECT value FROM json_each(?))"
+            want = fts_search(mem.db, query, 1000, sql, [json.dumps(where.session_ids)])
+        else:
+            want = fts_search(mem.db, query, 1000)
+        assert dict(got) == pytest.approx(dict(want), rel=1e-5, abs=1e-12), query
+        scores = [s for _, s in got]
+        assert all(x >= y - 1e-9 * max(1.0, abs(x)) for x, y in itertools.pairwise(scores))
+
+
+def _fill(mem: mindfile.Mindfile, session: str, n: int, seed: int) -> None:
+    rng = random.Random(seed)
+    start = int(
+        mem.db.scalar("SELECT count(*) FROM conversation_events WHERE session_id = ?", (session,))
+    )
+    mem.store_many([(session, start + i, _text(rng)) for i in range(1, n + 1)])
+
+
+def _wait(cond: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def small_merges(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Publish after a few chunks instead of thousands."""
+    monkeypatch.setattr(lexical, "MERGE_MIN", 20)
+    monkeypatch.setattr(lexical, "BACKLOG", 1_000)
+
+
+def _index(mem: mindfile.Mindfile) -> Bm25Index:
+    assert mem.lexical is not None
+    return mem.lexical
+
+
+@pytest.mark.usefixtures("small_merges")
+def test_a_second_process_maps_the_published_base_instead_of_tokenising(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        _fill(mem, "a", 60, seed=1)
+        _fill(mem, "b", 40, seed=2)
+        assert _index(mem).merge()
+        assert _index(mem).stats()["base_docs"] == 100
+        _same_as_fts5(mem)
+    folder = tmp_path / "m.db.index" / "bm25"
+    assert (folder / "manifest.json").exists()
+    code = (
+        "import json, sys, mindfile\n"
+        "m = mindfile.open(sys.argv[1], embedder='hash')\n"
+        "m.search('tomato garden', mode='fts')\n"
+        "print(json.dumps(m.lexical.stats()))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)], check=True, capture_output=True, text=True
+    )
+    stats = json.loads(out.stdout)
+    assert (stats["base_docs"], stats["delta_docs"], stats["state"]) == (100, 0, "ready")
+
+
+@pytest.mark.usefixtures("small_merges")
+def test_base_plus_delta_ranks_like_fts5_through_updates_deletes_and_merges(
+    tmp_path: Path,
+) -> None:
+    with mindfile.open(tmp_path / "m.db", embedder="hash") as mem:
+        _fill(mem, "a", 50, seed=3)
+        _fill(mem, "b", 30, seed=4)
+        assert _index(mem).merge()
+        _same_as_fts5(mem)
+        # New chunks (delta), neighbour-context updates of base chunks, deletions.
+        _fill(mem, "a", 10, seed=5)
+        mem.store("c", 1, "tomato garden lisbon")
+        _same_as_fts5(mem)
+        mem.forget("b")
+        _same_as_fts5(mem)
+        _same_as_fts5(mem, VectorFilter(session_ids=["c"]))
+        _same_as_fts5(mem, VectorFilter(session_ids=["a", "c"]))
+        stats = _index(mem).stats()
+        # a's last base chunk got new context (turn 51): it moved to the delta.
+        assert (stats["base_docs"], stats["delta_docs"]) == (49, 12)
+        # A fresh engine on the same file: base from disk, the rest caught up.
+        with mindfile.open(tmp_path / "m.db", embedder="hash") as other:
+            _same_as_fts5(other)
+        assert _index(mem).merge()
+        assert _index(mem).stats()["delta_docs"] == 0
+        _same_as_fts5(mem)
+        _same_as_fts5(mem, VectorFilter(session_ids=["a"]))
+
+
+@pytest.mark.usefixtures("small_merges")
+def test_merges_happen_by_themselves_and_others_switch_to_them(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    with mindfile.open(path, embedder="hash") as writer, mindfile.open(path) as reader:
+        _fill(writer, "a", 30, seed=6)
+        mem_index = _index(writer)
+        mem_index.size()  # builds; 30 >= MERGE_MIN starts a merge in the background
+        _wait(lambda: mem_index.stats()["base_docs"] == 30)
+        first = mem_index.stats()["base_generation"]
+        _same_as_fts5(reader)
+        _fill(writer, "a", 30, seed=7)  # delta of 30 >= MERGE_MIN: merged again
+        mem_index.size()
+        _wait(lambda: mem_index.stats()["base_generation"] not in (None, first))
+        newest = mem_index.stats()["base_generation"]
+        # The reader switches at its next searches (in the background), then is exact.
+        _wait(
+            lambda: (
+                bool(_index(reader).search("tomato", 5) is not None)
+                and _index(reader).stats()["base_generation"] == newest
+            )
+        )
+        _same_as_fts5(reader)
+        assert len(list((tmp_path / "m.db.index" / "bm25").iterdir())) == 3  # +lock, manifest
+
+
+@pytest.mark.usefixtures("small_merges")
+@pytest.mark.parametrize("damage", ["truncate", "delete", "garbage-manifest"])
+def test_a_damaged_or_missing_base_is_ignored_and_rebuilt(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "m.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        _fill(mem, "a", 40, seed=8)
+        assert _index(mem).merge()
+        generation = _index(mem).stats()["base_generation"]
+    folder = tmp_path / "m.db.index" / "bm25"
+    if damage == "truncate":
+        blob = folder / str(generation) / "post_doc.npy"
+        blob.write_bytes(blob.read_bytes()[:200])
+    elif damage == "delete":
+        for child in (folder / str(generation)).iterdir():
+            child.unlink()
+    else:
+        (folder / "manifest.json").write_text("{not json")
+    with mindfile.open(path, embedder="hash") as mem:
+        assert _index(mem).stats()["base_docs"] == 0
+        _same_as_fts5(mem)  # built in memory, exact
+        _wait(lambda: _index(mem).stats()["base_generation"] not in (None, generation))
+        _same_as_fts5(mem)
+    with mindfile.open(path, embedder="hash") as mem:
+        mem.search("dog", mode="fts")
+        assert _index(mem).stats()["base_docs"] == 40
+
+
+@pytest.mark.usefixtures("small_merges")
+def test_a_base_of_another_store_or_from_the_future_is_never_used(tmp_path: Path) -> None:
+    one, two = tmp_path / "one.db", tmp_path / "two.db"
+    with mindfile.open(one, embedder="hash") as mem:
+        _fill(mem, "a", 40, seed=9)
+        assert _index(mem).merge()
+    with mindfile.open(two, embedder="hash") as mem:
+        _fill(mem, "a", 25, seed=10)
+    # Another store's folder copied next to two.db: a different store id.
+    import shutil
+
+    shutil.copytree(tmp_path / "one.db.index", tmp_path / "two.db.index")
+    with mindfile.open(two, embedder="hash") as mem:
+        _same_as_fts5(mem)
+        assert _index(mem).stats()["base_docs"] == 0
+    # The same store restored from a backup older than its index: from its future.
+    backup = tmp_path / "backup.db"
+    with mindfile.open(one, embedder="hash") as mem:
+        mem.db.execute(f"VACUUM INTO '{backup}'")
+        _fill(mem, "a", 30, seed=11)
+        assert _index(mem).merge()
+    shutil.rmtree(tmp_path / "backup.db.index", ignore_errors=True)
+    shutil.copytree(tmp_path / "one.db.index", tmp_path / "backup.db.index")
+    with mindfile.open(backup, embedder="hash") as mem:
+        _same_as_fts5(mem)
+        assert _index(mem).stats()["base_docs"] == 0
+
+
+@pytest.mark.usefixtures("small_merges")
+def test_threads_writing_searching_and_merging_stay_exact(tmp_path: Path) -> None:
+    sys.setswitchinterval(1e-6)
+    try:
+        with mindfile.open(tmp_path / "m.db", embedder="hash") as mem:
+            _fill(mem, "s0", 30, seed=12)
+            errors: list[BaseException] = []
+            stop = threading.Event()
+
+            def write(i: int) -> None:
+                try:
+                    for round_ in range(6):
+                        _fill(mem, f"s{i}", 15, seed=100 * i + round_)
+                        if round_ == 3:
+                            mem.forget(f"s{i}")
+                except BaseException as exc:
+                    errors.append(exc)
+
+            def search() -> None:
+                try:
+                    while not stop.is_set():
+                        for q in QUERIES:
+                            _index(mem).search(q, 10)
+                except BaseException as exc:
+                    errors.append(exc)
+
+            writers = [threading.Thread(target=write, args=(i,)) for i in (1, 2)]
+            readers = [threading.Thread(target=search) for _ in range(3)]
+            for t in writers + readers:
+                t.start()
+            for t in writers:
+                t.join()
+            stop.set()
+            for t in readers:
+                t.join()
+            assert not errors, errors
+            _same_as_fts5(mem)
+            assert _index(mem).merge()
+            _same_as_fts5(mem)
+    finally:
+        sys.setswitchinterval(0.005)
+
+
+def test_no_base_for_a_store_in_memory_or_without_persistence(tmp_path: Path) -> None:
+    with mindfile.open(":memory:", embedder="hash") as mem:
+        assert not _index(mem).persisted
+        assert not _index(mem).merge()
+    with mindfile.open(tmp_path / "m.db", embedder="hash") as mem:
+        index = Bm25Index(mem.db, persist=False)
+        assert not index.persisted and not index.merge()
+        index.close()
+
+
+@pytest.mark.usefixtures("small_merges")
+def test_purge_leaves_no_deleted_term_in_the_published_files(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    secret = "zanzibarquux"
+    with mindfile.open(path, embedder="hash") as mem:
+        _fill(mem, "keep", 30, seed=13)
+        mem.store("secret", 1, f"my password hint is {secret}")
+        assert _index(mem).merge()
+        folder = tmp_path / "m.db.index" / "bm25"
+
+        def leaked() -> bool:
+            return any(secret.encode() in f.read_bytes() for f in folder.rglob("*") if f.is_file())
+
+        assert leaked()  # the term is in the published vocabulary
+        mem.forget("secret")
+        mem.purge()
+        assert not leaked()
+        assert _index(mem).search(secret, 5) == []
+        _same_as_fts5(mem)
+
+
+@pytest.mark.usefixtures("small_merges")
+def test_a_bulk_ingest_publishes_a_base_without_any_search(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        _fill(mem, "a", 50, seed=14)  # store_many: more than MERGE_MIN waiting
+        manifest = tmp_path / "m.db.index" / "bm25" / "manifest.json"
+        _wait(manifest.exists)
+        assert json.loads(manifest.read_text())["docs"] == 50
+    with mindfile.open(path, embedder="hash") as mem:
+        mem.search("tomato", mode="fts")
+        assert _index(mem).stats()["base_docs"] == 50
