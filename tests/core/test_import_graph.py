@@ -44,10 +44,7 @@ TYPE_ONLY_LEFT = {
     "mindfile.jobs.reconcile",
     "mindfile.jobs.worker",
     "mindfile.manage.consolidate",
-    "mindfile._api._facet",
-    "mindfile.memory._write",
     "mindfile.memory.facts",
-    "mindfile.memory.notes",
     "mindfile.memory.scratchpad",
     "mindfile.memory.summarizer",
     "mindfile.memory.summary",
@@ -201,7 +198,8 @@ def test_type_only_imports_of_the_facade_only_shrink() -> None:
     runtime, type_only = _graph()
     both = {m: runtime[m] | type_only[m] for m in runtime}
     facade = set(_facade(runtime))
-    below = {m for f in facade for m in _reachable(both, f)}
+    # The mixins in _api *are* the Mindfile class: inside the facade, naming it is fine.
+    below = {m for f in facade for m in _reachable(both, f)} - facade
     naming = {m for m in below if FACADE in type_only[m]}
     new = sorted(naming - TYPE_ONLY_LEFT)
     assert new == [], f"new type-only imports of the facade from code it imports: {new}"

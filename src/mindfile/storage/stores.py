@@ -1,0 +1,35 @@
+"""The storage seam: one object holding a backend's per-aggregate stores.
+
+Feature code (:mod:`mindfile.memory`, :mod:`mindfile.llm`, ...) reads and writes its
+tables only through these stores; each is a :class:`typing.Protocol` with plain Python
+values in and out, so a second backend (Postgres) implements the protocols and the
+features do not change. :func:`sqlite_stores` builds the SQLite implementations over one
+:class:`~mindfile.storage.db.Database`. Transactions stay the database's
+(``db.atomic()``): a store method runs inside the caller's transaction when one is
+open, and opens its own (a savepoint when nested) when it writes several rows.
+
+What is not behind the seam yet is listed in docs/architecture.md ("Storage seam").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mindfile.storage.db import Database
+from mindfile.storage.notes import NoteStore, SqliteNoteStore
+
+__all__ = ["Stores", "sqlite_stores"]
+
+
+@dataclass(frozen=True)
+class Stores:
+    """A backend's stores, one per aggregate."""
+
+    notes: NoteStore
+
+
+def sqlite_stores(db: Database) -> Stores:
+    """The SQLite stores over ``db`` (they share its connection, lock and transactions)."""
+    return Stores(
+        notes=SqliteNoteStore(db),
+    )
