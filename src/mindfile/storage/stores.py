@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mindfile.storage.db import Database
+from mindfile.storage.facts import FactStore, SqliteFactStore
 from mindfile.storage.notes import NoteStore, SqliteNoteStore
 
 __all__ = ["Stores", "sqlite_stores"]
@@ -26,10 +27,12 @@ class Stores:
     """A backend's stores, one per aggregate."""
 
     notes: NoteStore
+    facts: FactStore
 
 
 def sqlite_stores(db: Database) -> Stores:
     """The SQLite stores over ``db`` (they share its connection, lock and transactions)."""
     return Stores(
         notes=SqliteNoteStore(db),
+        facts=SqliteFactStore(db),
     )
