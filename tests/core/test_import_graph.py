@@ -44,9 +44,6 @@ TYPE_ONLY_LEFT = {
     "mindfile.jobs.reconcile",
     "mindfile.jobs.worker",
     "mindfile.manage.consolidate",
-    "mindfile.memory.scratchpad",
-    "mindfile.memory.summarizer",
-    "mindfile.memory.summary",
 }
 
 

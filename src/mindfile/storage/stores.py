@@ -16,8 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mindfile.storage.db import Database
+from mindfile.storage.events import EventStore, SqliteEventStore
 from mindfile.storage.facts import FactStore, SqliteFactStore
 from mindfile.storage.notes import NoteStore, SqliteNoteStore
+from mindfile.storage.session_state import SessionStateStore, SqliteSessionStateStore
 
 __all__ = ["Stores", "sqlite_stores"]
 
@@ -26,13 +28,17 @@ __all__ = ["Stores", "sqlite_stores"]
 class Stores:
     """A backend's stores, one per aggregate."""
 
+    events: EventStore
     notes: NoteStore
     facts: FactStore
+    session_state: SessionStateStore
 
 
 def sqlite_stores(db: Database) -> Stores:
     """The SQLite stores over ``db`` (they share its connection, lock and transactions)."""
     return Stores(
+        events=SqliteEventStore(db),
         notes=SqliteNoteStore(db),
         facts=SqliteFactStore(db),
+        session_state=SqliteSessionStateStore(db),
     )
