@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from mindfile.storage.db import Database
 from mindfile.storage.events import EventStore, SqliteEventStore
 from mindfile.storage.facts import FactStore, SqliteFactStore
+from mindfile.storage.llm_failures import LLMFailureStore, SqliteLLMFailureStore
 from mindfile.storage.notes import NoteStore, SqliteNoteStore
 from mindfile.storage.session_state import SessionStateStore, SqliteSessionStateStore
 
@@ -32,6 +33,7 @@ class Stores:
     notes: NoteStore
     facts: FactStore
     session_state: SessionStateStore
+    llm_failures: LLMFailureStore
 
 
 def sqlite_stores(db: Database) -> Stores:
@@ -41,4 +43,5 @@ def sqlite_stores(db: Database) -> Stores:
         notes=SqliteNoteStore(db),
         facts=SqliteFactStore(db),
         session_state=SqliteSessionStateStore(db),
+        llm_failures=SqliteLLMFailureStore(db),
     )
