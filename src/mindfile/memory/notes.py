@@ -270,7 +270,7 @@ def _put(
         kept = None
         if old is not None:
             created_at = str(old.payload.get("created_at") or now)
-            kept = event_state(db, session_id, old.sequence)
+            kept = event_state(engine, session_id, old.sequence)
             notes.remove(session_id, note_id, old.sequence)
         if importance is None:
             importance = DEFAULT_IMPORTANCE if kept is None else kept.importance
@@ -294,7 +294,7 @@ def _put(
         log.write_event(db, event, vectors, engine.embedder.model_id, now, neighbor_context=False)
         notes.link(session_id, note_id, sequence)
         if kept is not None:
-            restore_state(db, session_id, sequence, kept)
+            restore_state(engine, session_id, sequence, kept)
         enforce_quotas(db, [session_id], [(session_id, sequence)], now)
     return Note(session_id, note_id, content, source, tuple(tags), created_at, now, sequence)
 

@@ -19,6 +19,7 @@ from mindfile.storage.db import Database
 from mindfile.storage.events import EventStore, SqliteEventStore
 from mindfile.storage.facts import FactStore, SqliteFactStore
 from mindfile.storage.llm_failures import LLMFailureStore, SqliteLLMFailureStore
+from mindfile.storage.marks import MarkStore, SqliteMarkStore
 from mindfile.storage.notes import NoteStore, SqliteNoteStore
 from mindfile.storage.session_state import SessionStateStore, SqliteSessionStateStore
 
@@ -32,6 +33,7 @@ class Stores:
     events: EventStore
     notes: NoteStore
     facts: FactStore
+    marks: MarkStore
     session_state: SessionStateStore
     llm_failures: LLMFailureStore
 
@@ -42,6 +44,7 @@ def sqlite_stores(db: Database) -> Stores:
         events=SqliteEventStore(db),
         notes=SqliteNoteStore(db),
         facts=SqliteFactStore(db),
+        marks=SqliteMarkStore(db),
         session_state=SqliteSessionStateStore(db),
         llm_failures=SqliteLLMFailureStore(db),
     )
