@@ -19,11 +19,13 @@ if TYPE_CHECKING:
     from mindfile.embed.base import Embedder
     from mindfile.index.cache import EmbeddingCache
     from mindfile.index.chunking import ChunkSpec
+    from mindfile.retrieve.lexical import Bm25Index
     from mindfile.retrieve.search import SearchResults
     from mindfile.storage.db import Database
     from mindfile.storage.stores import Stores
+    from mindfile.vector.base import VectorIndex
 
-__all__ = ["SearchDeps", "StoreDeps", "WriteDeps"]
+__all__ = ["EmbedDeps", "IndexDeps", "SearchDeps", "StoreDeps", "WriteDeps"]
 
 
 class StoreDeps(Protocol):
@@ -36,11 +38,31 @@ class StoreDeps(Protocol):
     def stores(self) -> Stores: ...
 
 
-class WriteDeps(StoreDeps, Protocol):
-    """A writer of indexed memory: storage plus the write path's prepare stage."""
+class EmbedDeps(Protocol):
+    """The embedder and the database (the job worker: embed outside, write inside)."""
+
+    @property
+    def db(self) -> Database: ...
 
     @property
     def embedder(self) -> Embedder: ...
+
+
+class IndexDeps(EmbedDeps, Protocol):
+    """The derived indexes too (reconcile checks and rebuilds them)."""
+
+    @property
+    def indexing(self) -> str: ...
+
+    @property
+    def index(self) -> VectorIndex: ...
+
+    @property
+    def lexical(self) -> Bm25Index | None: ...
+
+
+class WriteDeps(StoreDeps, EmbedDeps, Protocol):
+    """A writer of indexed memory: storage plus the write path's prepare stage."""
 
     @property
     def chunk_spec(self) -> ChunkSpec: ...

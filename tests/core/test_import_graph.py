@@ -41,9 +41,6 @@ TYPE_ONLY_LEFT = {
     "mindfile.context.builder",
     "mindfile.files.sync",
     "mindfile.index.reembed",
-    "mindfile.jobs.reconcile",
-    "mindfile.jobs.worker",
-    "mindfile.manage.consolidate",
 }
 
 

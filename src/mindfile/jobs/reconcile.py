@@ -28,7 +28,7 @@ from mindfile.jobs.worker import run_jobs
 from mindfile.storage import damaged
 
 if TYPE_CHECKING:
-    from mindfile.engine import Mindfile
+    from mindfile._deps import IndexDeps
 
 __all__ = ["reconcile"]
 
@@ -61,7 +61,7 @@ REBUILD_FTS = "INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')"
 
 
 def reconcile(
-    engine: Mindfile, *, repair: bool = True, clock: Clock | None = None
+    engine: IndexDeps, *, repair: bool = True, clock: Clock | None = None
 ) -> ReconcileReport:
     """Check the store; with ``repair``, fix what was found (see the module docstring)."""
     clock = clock or queue.utc_clock
