@@ -48,8 +48,8 @@ class EmbedDeps(Protocol):
     def embedder(self) -> Embedder: ...
 
 
-class IndexDeps(EmbedDeps, Protocol):
-    """The derived indexes too (reconcile checks and rebuilds them)."""
+class IndexDeps(StoreDeps, EmbedDeps, Protocol):
+    """The stores and the derived indexes too (reconcile checks and rebuilds them)."""
 
     @property
     def indexing(self) -> str: ...

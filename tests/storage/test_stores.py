@@ -262,3 +262,30 @@ def test_marks_record_use_and_restore(store_backend: mindfile.Mindfile) -> None:
     kept = marks.event_state("s1", 1)
     assert kept is not None
     assert (kept.pinned, kept.access_count, kept.last_accessed_at) == (False, 5, LATER)
+
+
+# -- integrity -----------------------------------------------------------------------
+
+
+def test_integrity_counts_and_repairs(store_backend: mindfile.Mindfile) -> None:
+    mem, check = store_backend, store_backend.stores.integrity
+    assert (check.chunk_count(), check.vector_count(), check.text_index_rows()) == (0, 0, 0)
+    for seq, text in enumerate(["red apples", "blue skies", "green grass"], start=1):
+        mem.store("s1", seq, {"role": "user", "content": text})
+    chunks = check.chunk_count()
+    assert chunks == 3 and check.vector_count() == 3 and check.text_index_rows() == 3
+    assert check.unembedded() == [] and check.orphan_vectors() == []
+    model, dims = mem.embedder.model_id, mem.embedder.dimensions
+    assert check.foreign_vectors(model, dims) == []
+    everything = sorted(check.foreign_vectors("another-model", dims))
+    assert len(everything) == 3 and sorted(check.foreign_vectors(model, dims + 1)) == everything
+    with mem.db.atomic():
+        check.drop_vectors(everything[:2])
+    assert check.vector_count() == 1
+    assert sorted(check.unembedded()) == [(everything[0], None), (everything[1], None)]
+    with mem.db.atomic():
+        check.rebuild_text_index()
+    assert check.text_index_rows() == chunks
+    # The reconciler puts the dropped vectors back (a sync store embeds at once).
+    report = mem.reconcile()
+    assert report.enqueued == 2 and check.vector_count() == 3 and check.unembedded() == []

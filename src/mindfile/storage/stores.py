@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from mindfile.storage.db import Database
 from mindfile.storage.events import EventStore, SqliteEventStore
 from mindfile.storage.facts import FactStore, SqliteFactStore
+from mindfile.storage.integrity import IntegrityStore, SqliteIntegrityStore
 from mindfile.storage.llm_failures import LLMFailureStore, SqliteLLMFailureStore
 from mindfile.storage.marks import MarkStore, SqliteMarkStore
 from mindfile.storage.notes import NoteStore, SqliteNoteStore
@@ -36,6 +37,7 @@ class Stores:
     marks: MarkStore
     session_state: SessionStateStore
     llm_failures: LLMFailureStore
+    integrity: IntegrityStore
 
 
 def sqlite_stores(db: Database) -> Stores:
@@ -47,4 +49,5 @@ def sqlite_stores(db: Database) -> Stores:
         marks=SqliteMarkStore(db),
         session_state=SqliteSessionStateStore(db),
         llm_failures=SqliteLLMFailureStore(db),
+        integrity=SqliteIntegrityStore(db),
     )
