@@ -39,6 +39,7 @@ from mindfile.retrieve.search import (
 from mindfile.storage import erase, log
 from mindfile.storage.db import Database, utcnow
 from mindfile.storage.migrations import apply_migrations, check_migrations
+from mindfile.storage.stores import sqlite_stores
 from mindfile.tokens import TokenCounter, estimate_tokens, message_tokens
 from mindfile.types import (
     EmbeddingCacheStats,
@@ -188,6 +189,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             readonly=read_only,
             synchronous="FULL" if durability == "full" else "NORMAL",
         )
+        #: The storage seam: the backend's per-aggregate stores (mindfile.storage.stores).
+        self.stores = sqlite_stores(self.db)
         try:
             migrate = check_migrations if read_only else apply_migrations
             self.schema_version = migrate(self.db)

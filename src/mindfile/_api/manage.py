@@ -22,38 +22,36 @@ class ManageAPI(Facet):
 
     def mark_important(self, session_id: str, sequence: int, importance: float = 0.9) -> int:
         """Set the importance of an event's chunks; returns how many chunks changed."""
-        return _marks.set_event_chunks(
-            self._mindfile.db, session_id, sequence, importance=importance
-        )
+        return _marks.set_event_chunks(self._mindfile, session_id, sequence, importance=importance)
 
     def pin(self, session_id: str, sequence: int) -> int:
         """Pin an event: never evicted or expired, importance 1.0 for salience."""
-        return _marks.set_event_chunks(self._mindfile.db, session_id, sequence, pinned=True)
+        return _marks.set_event_chunks(self._mindfile, session_id, sequence, pinned=True)
 
     def unpin(self, session_id: str, sequence: int) -> int:
         """Undo :meth:`pin` (the event's TTL and importance apply again)."""
-        return _marks.set_event_chunks(self._mindfile.db, session_id, sequence, pinned=False)
+        return _marks.set_event_chunks(self._mindfile, session_id, sequence, pinned=False)
 
     def mark_note_important(self, session_id: str, note_id: str, importance: float = 0.9) -> int:
         """:meth:`mark_important` for a note, by its id."""
-        sequence = _marks.note_sequence(self._mindfile.db, session_id, note_id)
+        sequence = _marks.note_sequence(self._mindfile, session_id, note_id)
         return self._mindfile.mark_important(session_id, sequence, importance)
 
     def pin_note(self, session_id: str, note_id: str) -> int:
         """:meth:`pin` for a note, by its id (kept when the note is replaced)."""
         return self._mindfile.pin(
-            session_id, _marks.note_sequence(self._mindfile.db, session_id, note_id)
+            session_id, _marks.note_sequence(self._mindfile, session_id, note_id)
         )
 
     def unpin_note(self, session_id: str, note_id: str) -> int:
         """:meth:`unpin` for a note, by its id."""
         return self._mindfile.unpin(
-            session_id, _marks.note_sequence(self._mindfile.db, session_id, note_id)
+            session_id, _marks.note_sequence(self._mindfile, session_id, note_id)
         )
 
     def record_use(self, chunk_ids: Iterable[str]) -> int:
         """Boost chunks retrieved *and used* (search never writes); returns how many exist."""
-        return _marks.record_use(self._mindfile.db, chunk_ids, utcnow())
+        return _marks.record_use(self._mindfile, chunk_ids, utcnow())
 
     def set_decay_policy(
         self, *, half_life: float | timedelta | None, floor: float = 0.0

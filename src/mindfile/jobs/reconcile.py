@@ -28,45 +28,17 @@ from mindfile.jobs.worker import run_jobs
 from mindfile.storage import damaged
 
 if TYPE_CHECKING:
-    from mindfile.engine import Mindfile
+    from mindfile._deps import IndexDeps
 
 __all__ = ["reconcile"]
 
-# Chunks with no vector, and the status of their job (NULL: no job at all).
-UNEMBEDDED = """
-SELECT c.id, j.status FROM chunks AS c
-LEFT JOIN memory_jobs AS j ON j.chunk_rowid = c.id
-WHERE NOT EXISTS (SELECT 1 FROM chunks_vec AS v WHERE v.chunk_rowid = c.id)
-"""
-
-BAD_VECTORS = """
-SELECT v.chunk_rowid FROM chunks_vec AS v
-WHERE (v.embedding_model != ?1 OR length(v.embedding_blob) != ?2)
-  AND EXISTS (SELECT 1 FROM chunks AS c WHERE c.id = v.chunk_rowid)
-"""
-
-ORPHAN_VECTORS = """
-SELECT v.chunk_rowid FROM chunks_vec AS v
-WHERE NOT EXISTS (SELECT 1 FROM chunks AS c WHERE c.id = v.chunk_rowid)
-"""
-
-DELETE_VECTOR = "DELETE FROM chunks_vec WHERE chunk_rowid = ?"
-
-LOG_CHANGE = "INSERT INTO chunks_vec_changes (chunk_rowid) VALUES (?)"
-
-# Rows in the FTS index itself (its docsize shadow table), not the external content.
-FTS_ROWS = "SELECT count(*) FROM chunks_fts_docsize"
-
-REBUILD_FTS = "INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild')"
-
 
 def reconcile(
-    engine: Mindfile, *, repair: bool = True, clock: Clock | None = None
+    engine: IndexDeps, *, repair: bool = True, clock: Clock | None = None
 ) -> ReconcileReport:
     """Check the store; with ``repair``, fix what was found (see the module docstring)."""
     clock = clock or queue.utc_clock
-    db = engine.db
-    model, blob_bytes = engine.embedder.model_id, engine.embedder.dimensions * 4
+    db, check = engine.db, engine.stores.integrity
     # One consistent view; with repair, the fixes in the same (write) transaction.
     with db.atomic() if repair else db.snapshot():
         # First: text that is not valid UTF-8 would make the reads below fail.
@@ -81,26 +53,24 @@ def reconcile(
         abandoned = queue.count_abandoned(db, now)
         if repair and abandoned:
             queue.recover_abandoned(db, now, JobPolicy())
-        unembedded = [(int(r), status) for r, status in db.query(UNEMBEDDED)]
+        unembedded = check.unembedded()
         missing = [r for r, status in unembedded if status not in ("pending", "running", "failed")]
         dead = sum(1 for _, status in unembedded if status == "failed")
-        bad = [int(r[0]) for r in db.query(BAD_VECTORS, (model, blob_bytes))]
-        orphans = [int(r[0]) for r in db.query(ORPHAN_VECTORS)]
-        chunks = int(db.scalar("SELECT count(*) FROM chunks"))
-        fts_rows = int(db.scalar(FTS_ROWS))
+        bad = check.foreign_vectors(engine.embedder.model_id, engine.embedder.dimensions)
+        orphans = check.orphan_vectors()
+        chunks = check.chunk_count()
+        fts_rows = check.text_index_rows()
         enqueued = 0
         if repair:
-            rewrite = [(r,) for r in [*bad, *orphans]]
-            db.executemany(DELETE_VECTOR, rewrite)
-            # Logged so every process's vector index re-reads (and drops) these ids.
-            db.executemany(LOG_CHANGE, rewrite)
+            # Logged as changed: every process's vector index re-reads (drops) these ids.
+            check.drop_vectors([*bad, *orphans])
             enqueued = queue.enqueue(db, [*missing, *bad], now)
             if fts_rows != chunks:
-                db.execute(REBUILD_FTS)
+                check.rebuild_text_index()
     embedded = 0
     if repair and (enqueued or abandoned) and engine.indexing == "sync":
         embedded = run_jobs(engine, clock=clock).succeeded
-    vector_count = int(db.scalar("SELECT count(*) FROM chunks_vec"))
+    vector_count = check.vector_count()
     # Vectors of the wrong size cannot be loaded into an index: not checked until repaired.
     index_size = -1 if bad and not repair else engine.index.size()
     if repair and index_size != vector_count:

@@ -24,7 +24,7 @@ from mindfile.jobs import queue
 from mindfile.jobs.types import Clock, JobPolicy, JobReport
 
 if TYPE_CHECKING:
-    from mindfile.engine import Mindfile
+    from mindfile._deps import EmbedDeps
 
 __all__ = ["IndexWorker", "run_jobs"]
 
@@ -69,12 +69,12 @@ def _check_sizes(max_jobs: int | None, batch_size: int) -> None:
         raise InvalidInputError(f"batch_size must be an integer from 1 to {MAX_BATCH_SIZE}")
 
 
-def _embed(engine: Mindfile, texts: list[str]) -> Vectors:
+def _embed(engine: EmbedDeps, texts: list[str]) -> Vectors:
     return embed_documents(engine.embedder, engine.db, texts)
 
 
 def run_jobs(
-    engine: Mindfile,
+    engine: EmbedDeps,
     *,
     max_jobs: int | None = None,
     batch_size: int = 64,
@@ -147,7 +147,7 @@ class IndexWorker:
 
     def __init__(
         self,
-        engine: Mindfile,
+        engine: EmbedDeps,
         *,
         concurrency: int = 2,
         batch_size: int = 64,

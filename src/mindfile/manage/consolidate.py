@@ -53,7 +53,7 @@ from mindfile.storage.db import Database
 from mindfile.types import MemoryRecord
 
 if TYPE_CHECKING:
-    from mindfile.engine import Mindfile
+    from mindfile._deps import WriteDeps
 
 __all__ = ["DEFAULT_OLDER_THAN", "DEFAULT_SIMILARITY", "consolidate", "provenance"]
 
@@ -137,7 +137,7 @@ FROM consolidations WHERE chunk_id = ? ORDER BY id
 
 
 def consolidate(
-    engine: Mindfile,
+    engine: WriteDeps,
     *,
     session_id: str | None = None,
     scope: str | None = None,
@@ -381,7 +381,7 @@ _Span = tuple[list[MemoryRecord], list[str], Any]
 
 
 def _plan_spans(
-    engine: Mindfile,
+    engine: WriteDeps,
     session_id: str,
     cutoff: str,
     min_span: int,
@@ -400,7 +400,7 @@ def _plan_spans(
 
 
 def _apply_spans(
-    engine: Mindfile, session_id: str, spans: list[_Span], now: str, drop_originals: bool
+    engine: WriteDeps, session_id: str, spans: list[_Span], now: str, drop_originals: bool
 ) -> dict[str, int]:
     out = {"summaries": 0, "chunks": 0, "events": 0, "dropped": 0, "span_skipped": 0}
     for span, texts, vectors in spans:
@@ -423,7 +423,7 @@ def _apply_spans(
 
 
 def _write_summary(
-    engine: Mindfile,
+    engine: WriteDeps,
     span: Sequence[MemoryRecord],
     texts: Sequence[str],
     vectors: Any,

@@ -1,8 +1,10 @@
 """Agent memory on top of the core engine: notes, scratchpad, rolling summaries, facts.
 
-Each module holds free functions taking an :class:`~mindfile.Mindfile`; the engine exposes
-them as methods (``mem.store_note(...)``, ``mem.set_fact(...)``, ...), and
-:mod:`mindfile.tools` exposes them to LLMs. See ``docs/agent-memory.md``.
+Each module holds free functions taking an :class:`~mindfile.Mindfile` (typed as the
+protocol of what they use, :mod:`mindfile._deps`: they reach their tables through the
+storage seam, ``engine.stores``); the engine exposes them as methods
+(``mem.store_note(...)``, ``mem.set_fact(...)``, ...), and :mod:`mindfile.tools` exposes
+them to LLMs. See ``docs/agent-memory.md`` and docs/architecture.md ("Storage seam").
 """
 
 from mindfile.memory.facts import (

@@ -19,7 +19,7 @@ from mindfile.storage.chunks import ChunkRow, find_chunk, insert_chunk
 from mindfile.storage.db import Database
 
 if TYPE_CHECKING:
-    from mindfile.engine import Mindfile
+    from mindfile._deps import WriteDeps
 
 __all__ = [
     "check_text",
@@ -41,7 +41,7 @@ def check_text(value: str, what: str) -> str:
     return value
 
 
-def embed_texts(engine: Mindfile, texts: Sequence[str]) -> Vectors | None:
+def embed_texts(engine: WriteDeps, texts: Sequence[str]) -> Vectors | None:
     """Document vectors for ``texts`` (validated) or :class:`EmbeddingError`; None when
     the store indexes in the background (the commit stage then queues jobs)."""
     engine.check_model()

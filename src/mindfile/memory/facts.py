@@ -17,7 +17,7 @@ transaction as the row. That session is derived from the ``facts`` table;
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 from mindfile.errors import InvalidInputError, LimitExceededError
 from mindfile.index.chunking import chunk_text
@@ -31,10 +31,11 @@ from mindfile.memory._write import (
     touch_session,
 )
 from mindfile.memory.types import Fact, FactSource, FactVersion
-from mindfile.storage.db import Database, Row, utcnow
+from mindfile.storage.db import utcnow
+from mindfile.storage.facts import FactRecord
 
 if TYPE_CHECKING:
-    from mindfile.engine import Mindfile
+    from mindfile._deps import StoreDeps, WriteDeps
 
 __all__ = [
     "MAX_FACT_NAME_CHARS",
@@ -51,45 +52,20 @@ __all__ = [
 MAX_FACT_NAME_CHARS = 128
 MAX_FACT_VALUE_CHARS = 4000
 
-_COLUMNS = "scope, category, key, value, source, created_at, updated_at"
-
-SELECT_FACT = f"SELECT id, {_COLUMNS} FROM facts WHERE scope = ? AND category = ? AND key = ?"
-
-INSERT_FACT = f"INSERT INTO facts ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
-
-UPDATE_FACT = "UPDATE facts SET value = ?, source = ?, updated_at = ? WHERE id = ?"
-
-ARCHIVE_FACT = f"""
-INSERT INTO fact_history ({_COLUMNS}, superseded_at, reason)
-SELECT {_COLUMNS}, ?, ? FROM facts WHERE id = ?
-"""
-
-DELETE_FACT_CHUNKS = """
-DELETE FROM chunks
-WHERE session_id = ? AND json_extract(metadata_json, '$.kind') = 'fact'
-  AND json_extract(metadata_json, '$.category') = ? AND json_extract(metadata_json, '$.key') = ?
-"""
-
-SELECT_HISTORY = f"""
-SELECT {_COLUMNS}, superseded_at, reason FROM fact_history
-WHERE scope = ? AND category = ? AND key = ?
-ORDER BY id DESC
-"""
-
 
 def facts_session(scope: str) -> str:
     """The session holding ``scope``'s fact chunks: ``facts:{scope}``."""
     return check_id(f"facts:{check_id(scope, 'scope')}", "facts session id")
 
 
-def fact_texts(engine: Mindfile, category: str, key: str, value: str) -> list[str]:
+def fact_texts(engine: WriteDeps, category: str, key: str, value: str) -> list[str]:
     """The chunk texts a fact is indexed as (what :func:`set_fact` embeds)."""
     category, key = _name(category, "category"), _name(key, "key")
     return chunk_text(f"{category} / {key}: {_value(value)}", engine.chunk_spec)
 
 
 def set_fact(
-    engine: Mindfile,
+    engine: WriteDeps,
     scope: str,
     category: str,
     key: str,
@@ -107,46 +83,38 @@ def set_fact(
     texts = fact_texts(engine, category, key, value)
     vectors = embed_texts(engine, texts)  # before the transaction: a failure changes nothing
     now = utcnow()
-    db = engine.db
-    with db.atomic():
-        row = db.query_one(SELECT_FACT, (scope, category, key))
-        if row is not None and (row[4], row[5]) == (value, source):
-            return _fact(row[1:])  # set by someone else meanwhile
+    facts = engine.stores.facts
+    with engine.db.atomic():
+        row = facts.get(scope, category, key)
+        if row is not None and (row.value, row.source) == (value, source):
+            return _fact(row)  # set by someone else meanwhile
         if row is not None:
-            db.execute(ARCHIVE_FACT, (now, "updated", row[0]))
-            db.execute(UPDATE_FACT, (value, source, now, row[0]))
-            created_at = str(row[6])
+            facts.archive(row.id, now, "updated")
+            facts.update(row.id, value, source, now)
+            created_at = row.created_at
         else:
-            db.execute(INSERT_FACT, (scope, category, key, value, source, now, now))
+            facts.insert(scope, category, key, value, source, now)
             created_at = now
-        _reindex(engine, db, session_id, category, key, source, texts, vectors, now)
+        _reindex(engine, session_id, category, key, source, texts, vectors, now)
     return Fact(scope, category, key, value, source, created_at, now)
 
 
-def get_fact(engine: Mindfile, scope: str, category: str, key: str) -> Fact | None:
+def get_fact(engine: StoreDeps, scope: str, category: str, key: str) -> Fact | None:
     """The current fact, or None."""
     check_id(scope, "scope")
-    row = engine.db.query_one(SELECT_FACT, (scope, _name(category, "category"), _name(key, "key")))
-    return None if row is None else _fact(row[1:])
+    row = engine.stores.facts.get(scope, _name(category, "category"), _name(key, "key"))
+    return None if row is None else _fact(row)
 
 
-def list_facts(engine: Mindfile, scope: str, *, category: str | None = None) -> list[Fact]:
+def list_facts(engine: StoreDeps, scope: str, *, category: str | None = None) -> list[Fact]:
     """The scope's facts (of one category when given), by category then key."""
     check_id(scope, "scope")
-    if category is None:
-        rows = engine.db.query(
-            f"SELECT {_COLUMNS} FROM facts WHERE scope = ? ORDER BY category, key", (scope,)
-        )
-    else:
-        rows = engine.db.query(
-            f"SELECT {_COLUMNS} FROM facts WHERE scope = ? AND category = ? ORDER BY key",
-            (scope, _name(category, "category")),
-        )
-    return [_fact(r) for r in rows]
+    wanted = None if category is None else _name(category, "category")
+    return [_fact(r) for r in engine.stores.facts.list_facts(scope, wanted)]
 
 
 def delete_fact(
-    engine: Mindfile, scope: str, category: str, key: str, *, keep_history: bool = False
+    engine: StoreDeps, scope: str, category: str, key: str, *, keep_history: bool = False
 ) -> bool:
     """Delete a fact, its chunks and every earlier value of the key; True if there was
     anything to delete (a retired fact's history counts).
@@ -156,39 +124,33 @@ def delete_fact(
     """
     session_id = facts_session(scope)
     category, key = _name(category, "category"), _name(key, "key")
-    db = engine.db
-    with db.atomic():
-        row = db.query_one(SELECT_FACT, (scope, category, key))
+    facts = engine.stores.facts
+    with engine.db.atomic():
+        row = facts.get(scope, category, key)
         if row is not None:
             if keep_history:
-                db.execute(ARCHIVE_FACT, (utcnow(), "deleted", row[0]))
-            db.execute("DELETE FROM facts WHERE id = ?", (row[0],))
-        erased = 0
-        if not keep_history:
-            db.execute(
-                "DELETE FROM fact_history WHERE scope = ? AND category = ? AND key = ?",
-                (scope, category, key),
-            )
-            erased = db.changes()
-        db.execute(DELETE_FACT_CHUNKS, (session_id, category, key))
+                facts.archive(row.id, utcnow(), "deleted")
+            facts.delete(row.id)
+        erased = 0 if keep_history else facts.erase_history(scope, category, key)
+        facts.remove_chunks(session_id, category, key)
     return row is not None or erased > 0
 
 
-def fact_history(engine: Mindfile, scope: str, category: str, key: str) -> list[FactVersion]:
+def fact_history(engine: StoreDeps, scope: str, category: str, key: str) -> list[FactVersion]:
     """Earlier values of a fact, most recently superseded first."""
     check_id(scope, "scope")
-    rows = engine.db.query(SELECT_HISTORY, (scope, _name(category, "category"), _name(key, "key")))
+    rows = engine.stores.facts.history(scope, _name(category, "category"), _name(key, "key"))
     return [
         FactVersion(
-            scope=str(r[0]),
-            category=str(r[1]),
-            key=str(r[2]),
-            value=str(r[3]),
-            source=str(r[4]),
-            created_at=str(r[5]),
-            updated_at=str(r[6]),
-            superseded_at=str(r[7]),
-            reason="deleted" if r[8] == "deleted" else "updated",
+            scope=r.scope,
+            category=r.category,
+            key=r.key,
+            value=r.value,
+            source=r.source,
+            created_at=r.created_at,
+            updated_at=r.updated_at,
+            superseded_at=r.superseded_at,
+            reason="deleted" if r.reason == "deleted" else "updated",
         )
         for r in rows
     ]
@@ -198,8 +160,7 @@ def fact_history(engine: Mindfile, scope: str, category: str, key: str) -> list[
 
 
 def _reindex(
-    engine: Mindfile,
-    db: Database,
+    engine: WriteDeps,
     session_id: str,
     category: str,
     key: str,
@@ -208,7 +169,8 @@ def _reindex(
     vectors: Any,
     now: str,
 ) -> None:
-    db.execute(DELETE_FACT_CHUNKS, (session_id, category, key))
+    db = engine.db
+    engine.stores.facts.remove_chunks(session_id, category, key)
     touch_session(db, session_id, now)
     meta = {"kind": "fact", "category": category, "key": key, "source": source, "updated_at": now}
     chunks = scoped_chunks(texts, f"fact\x00{category}\x00{key}", dump_json(meta, "metadata"))
@@ -246,8 +208,6 @@ def _source(source: Any) -> FactSource:
     return result
 
 
-def _fact(row: Row) -> Fact:
-    scope, category, key, value, source, created_at, updated_at = row
-    return Fact(
-        str(scope), str(category), str(key), str(value), source, str(created_at), str(updated_at)
-    )
+def _fact(row: FactRecord) -> Fact:
+    source = cast(FactSource, row.source)  # the schema checks it is 'agent' or 'user'
+    return Fact(row.scope, row.category, row.key, row.value, source, row.created_at, row.updated_at)

@@ -18,7 +18,6 @@ id: two notes with the same text never share a chunk.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -34,10 +33,11 @@ from mindfile.memory.facts import facts_session
 from mindfile.memory.types import MemoryHit, Note
 from mindfile.retrieve.search import MAX_TOP_K
 from mindfile.storage import log
-from mindfile.storage.db import Database, utcnow
+from mindfile.storage.db import utcnow
+from mindfile.storage.notes import StoredNote
 
 if TYPE_CHECKING:
-    from mindfile.engine import Mindfile
+    from mindfile._deps import SearchDeps, StoreDeps, WriteDeps
 
 __all__ = [
     "MAX_NOTE_CHARS",
@@ -57,35 +57,6 @@ MAX_SOURCE_CHARS = 128
 NOTE_SCHEMA_VERSION = 1
 MAX_LIST_LIMIT = 1000
 
-FIND_NOTE = """
-SELECT n.sequence, e.payload_json
-FROM notes AS n
-JOIN conversation_events AS e ON e.session_id = n.session_id AND e.sequence = n.sequence
-WHERE n.session_id = ? AND n.note_id = ?
-"""
-
-LIST_NOTES = """
-SELECT n.sequence, e.payload_json
-FROM notes AS n
-JOIN conversation_events AS e ON e.session_id = n.session_id AND e.sequence = n.sequence
-WHERE n.session_id = ?{tags}
-ORDER BY n.sequence DESC
-LIMIT ? OFFSET ?
-"""
-
-_PAYLOAD_TAG = " AND EXISTS (SELECT 1 FROM json_each(e.payload_json, '$.tags') WHERE value = ?)"
-
-INSERT_NOTE = "INSERT INTO notes (session_id, note_id, sequence) VALUES (?, ?, ?)"
-
-DELETE_NOTE_CHUNKS = """
-DELETE FROM chunks
-WHERE session_id = ? AND json_extract(metadata_json, '$.note_id') = ?
-  AND json_extract(metadata_json, '$.kind') = 'note'
-"""
-
-# Deleting the event removes the `notes` row by cascade.
-DELETE_NOTE_EVENT = "DELETE FROM conversation_events WHERE session_id = ? AND sequence = ?"
-
 
 def notes_session(user_id: str) -> str:
     """The namespace session holding ``user_id``'s notes: ``memory:{user_id}``."""
@@ -93,7 +64,7 @@ def notes_session(user_id: str) -> str:
 
 
 def store_note(
-    engine: Mindfile,
+    engine: WriteDeps,
     session_id: str,
     note_id: str,
     content: str,
@@ -125,7 +96,7 @@ def store_note(
 
 
 def update_note(
-    engine: Mindfile,
+    engine: WriteDeps,
     session_id: str,
     note_id: str,
     *,
@@ -159,30 +130,28 @@ def update_note(
     )
 
 
-def delete_note(engine: Mindfile, session_id: str, note_id: str) -> bool:
+def delete_note(engine: StoreDeps, session_id: str, note_id: str) -> bool:
     """Delete the note's event, chunks, vectors and FTS rows; True if it existed."""
     check_id(session_id, "session_id")
     check_id(note_id, "note_id")
-    db = engine.db
-    with db.atomic():
-        row = db.query_one(FIND_NOTE, (session_id, note_id))
-        db.execute(DELETE_NOTE_CHUNKS, (session_id, note_id))
-        removed_chunks = db.changes()
-        if row is not None:
-            db.execute(DELETE_NOTE_EVENT, (session_id, int(row[0])))
-    return row is not None or removed_chunks > 0
+    notes = engine.stores.notes
+    with engine.db.atomic():
+        found = notes.find(session_id, note_id)
+        sequence = None if found is None else found.sequence
+        removed_chunks = notes.remove(session_id, note_id, sequence)
+    return found is not None or removed_chunks > 0
 
 
-def get_note(engine: Mindfile, session_id: str, note_id: str) -> Note | None:
+def get_note(engine: StoreDeps, session_id: str, note_id: str) -> Note | None:
     """The note, or None."""
     check_id(session_id, "session_id")
     check_id(note_id, "note_id")
-    row = engine.db.query_one(FIND_NOTE, (session_id, note_id))
-    return None if row is None else _note(session_id, int(row[0]), str(row[1]))
+    found = engine.stores.notes.find(session_id, note_id)
+    return None if found is None else _note(session_id, found)
 
 
 def list_notes(
-    engine: Mindfile,
+    engine: StoreDeps,
     session_id: str,
     *,
     tags: Sequence[str] | None = None,
@@ -196,13 +165,12 @@ def list_notes(
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise InvalidInputError("offset must be a non-negative integer")
     wanted = normalize_tags(tags, strict=False)
-    t_sql = "".join(_PAYLOAD_TAG for _ in wanted)
-    rows = engine.db.query(LIST_NOTES.format(tags=t_sql), [session_id, *wanted, limit, offset])
-    return [_note(session_id, int(seq), str(payload)) for seq, payload in rows]
+    found = engine.stores.notes.list_notes(session_id, wanted, limit, offset)
+    return [_note(session_id, note) for note in found]
 
 
 def search_notes(
-    engine: Mindfile,
+    engine: SearchDeps,
     session_id: str,
     query: str,
     *,
@@ -274,7 +242,7 @@ def _tags(tags: Sequence[str] | None) -> list[str]:
 
 
 def _put(
-    engine: Mindfile,
+    engine: WriteDeps,
     session_id: str,
     note_id: str,
     content: str,
@@ -290,20 +258,20 @@ def _put(
         raise InvalidInputError("content has no indexable text")
     vectors = embed_texts(engine, texts)  # before the transaction: a failure changes nothing
     now = utcnow()
-    db = engine.db
+    db, notes = engine.db, engine.stores.notes
     with db.atomic():
-        row = db.query_one(FIND_NOTE, (session_id, note_id))
-        if expect_sequence is not None and (row is None or int(row[0]) != expect_sequence):
+        old = notes.find(session_id, note_id)
+        if expect_sequence is not None and (old is None or old.sequence != expect_sequence):
             raise ConflictError(
                 f"note {note_id!r} changed while it was being updated; retry",
                 note_id=note_id,
             )
         created_at = now
         kept = None
-        if row is not None:
-            created_at = str(json.loads(row[1]).get("created_at") or now)
-            kept = event_state(db, session_id, int(row[0]))
-            _delete_rows(db, session_id, note_id, int(row[0]))
+        if old is not None:
+            created_at = str(old.payload.get("created_at") or now)
+            kept = event_state(engine, session_id, old.sequence)
+            notes.remove(session_id, note_id, old.sequence)
         if importance is None:
             importance = DEFAULT_IMPORTANCE if kept is None else kept.importance
         if expires is None and kept is not None:
@@ -324,20 +292,15 @@ def _put(
         # No neighbour context: a note's chunks must hold only its own text, so that
         # deleting one note leaves none of it in another note's FTS row.
         log.write_event(db, event, vectors, engine.embedder.model_id, now, neighbor_context=False)
-        db.execute(INSERT_NOTE, (session_id, note_id, sequence))
+        notes.link(session_id, note_id, sequence)
         if kept is not None:
-            restore_state(db, session_id, sequence, kept)
+            restore_state(engine, session_id, sequence, kept)
         enforce_quotas(db, [session_id], [(session_id, sequence)], now)
     return Note(session_id, note_id, content, source, tuple(tags), created_at, now, sequence)
 
 
-def _delete_rows(db: Database, session_id: str, note_id: str, sequence: int) -> None:
-    db.execute(DELETE_NOTE_CHUNKS, (session_id, note_id))
-    db.execute(DELETE_NOTE_EVENT, (session_id, sequence))
-
-
-def _note(session_id: str, sequence: int, payload_json: str) -> Note:
-    data = json.loads(payload_json)
+def _note(session_id: str, stored: StoredNote) -> Note:
+    data = stored.payload
     return Note(
         session_id=session_id,
         note_id=str(data["note_id"]),
@@ -346,5 +309,5 @@ def _note(session_id: str, sequence: int, payload_json: str) -> Note:
         tags=tuple(data.get("tags") or ()),
         created_at=str(data.get("created_at", "")),
         updated_at=str(data.get("updated_at", "")),
-        sequence=sequence,
+        sequence=stored.sequence,
     )

@@ -11,7 +11,6 @@ message is stored.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +21,7 @@ from mindfile.memory.types import ScratchpadState
 from mindfile.storage.db import utcnow
 
 if TYPE_CHECKING:
-    from mindfile.engine import Mindfile
+    from mindfile._deps import StoreDeps
 
 __all__ = [
     "MAX_SCRATCHPAD_ITEMS",
@@ -35,24 +34,6 @@ __all__ = [
 
 MAX_SCRATCHPAD_ITEMS = 32
 MAX_SCRATCHPAD_ITEM_CHARS = 240
-
-READ = """
-SELECT json_extract(state_json, '$.scratchpad') FROM session_state WHERE session_id = ?
-"""
-
-WRITE = """
-INSERT INTO session_state (session_id, state_json, updated_at)
-VALUES (?1, json_object('scratchpad', json(?2)), ?3)
-ON CONFLICT (session_id) DO UPDATE SET
-    state_json = json_set(session_state.state_json, '$.scratchpad', json(?2)),
-    updated_at = ?3
-"""
-
-CLEAR = """
-UPDATE session_state
-SET state_json = json_remove(state_json, '$.scratchpad'), updated_at = ?2
-WHERE session_id = ?1 AND json_type(state_json, '$.scratchpad') IS NOT NULL
-"""
 
 
 def check_scratchpad_items(items: Any) -> list[str]:
@@ -79,17 +60,16 @@ def check_scratchpad_items(items: Any) -> list[str]:
     return out
 
 
-def read_scratchpad(engine: Mindfile, session_id: str) -> ScratchpadState | None:
+def read_scratchpad(engine: StoreDeps, session_id: str) -> ScratchpadState | None:
     """The session's scratchpad, or None if it was never written (or was cleared)."""
     check_id(session_id, "session_id")
-    raw = engine.db.scalar(READ, (session_id,))
-    if raw is None:
+    data = engine.stores.session_state.read_scratchpad(session_id)
+    if data is None:
         return None
-    data = json.loads(raw)
     return ScratchpadState(session_id, tuple(data.get("items", ())), str(data.get("updated_at")))
 
 
-def write_scratchpad(engine: Mindfile, session_id: str, items: Sequence[str]) -> ScratchpadState:
+def write_scratchpad(engine: StoreDeps, session_id: str, items: Sequence[str]) -> ScratchpadState:
     """Replace the whole scratchpad with ``items``."""
     check_id(session_id, "session_id")
     clean = check_scratchpad_items(items)
@@ -97,13 +77,11 @@ def write_scratchpad(engine: Mindfile, session_id: str, items: Sequence[str]) ->
     pad = dump_json({"items": clean, "updated_at": now}, "scratchpad")
     with engine.db.atomic():
         touch_session(engine.db, session_id, now)
-        engine.db.execute(WRITE, (session_id, pad, now))
+        engine.stores.session_state.write_scratchpad(session_id, pad, now)
     return ScratchpadState(session_id, tuple(clean), now)
 
 
-def clear_scratchpad(engine: Mindfile, session_id: str) -> bool:
+def clear_scratchpad(engine: StoreDeps, session_id: str) -> bool:
     """Remove the scratchpad; True if there was one."""
     check_id(session_id, "session_id")
-    with engine.db.atomic():
-        engine.db.execute(CLEAR, (session_id, utcnow()))
-        return engine.db.changes() > 0
+    return engine.stores.session_state.clear_scratchpad(session_id, utcnow())

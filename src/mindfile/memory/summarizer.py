@@ -33,7 +33,6 @@ exceptions propagate and nothing is written. Token counting defaults to
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -49,7 +48,7 @@ from mindfile.tokens import TokenCounter, estimate_tokens, message_tokens
 from mindfile.types import MemoryRecord
 
 if TYPE_CHECKING:
-    from mindfile.engine import Mindfile
+    from mindfile._deps import StoreDeps
 
 __all__ = [
     "SECTION_HEADING",
@@ -70,11 +69,6 @@ LINE_CHARS = 160
 TOOL_LINE_CHARS = 80
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s")
-
-EVENTS_AFTER = """
-SELECT sequence, payload_json, created_at FROM conversation_events
-WHERE session_id = ? AND sequence > ? ORDER BY sequence
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +106,7 @@ def extractive_condenser(records: Sequence[MemoryRecord]) -> str:
 
 
 def summarize(
-    engine: Mindfile,
+    engine: StoreDeps,
     session_id: str,
     token_budget: int,
     *,
@@ -202,9 +196,8 @@ def _append(summary: str, parts: Sequence[str]) -> str:
     return f"{summary}\n\n{SECTION_HEADING}\n{section}".strip() if section else summary
 
 
-def _events_after(engine: Mindfile, session_id: str, upper: int) -> list[MemoryRecord]:
-    rows = engine.db.query(EVENTS_AFTER, (session_id, upper))
-    return [MemoryRecord(session_id, int(s), json.loads(p), str(c)) for s, p, c in rows]
+def _events_after(engine: StoreDeps, session_id: str, upper: int) -> list[MemoryRecord]:
+    return engine.stores.events.after(session_id, upper)
 
 
 def _summary_message(summary: str) -> dict[str, Any]:

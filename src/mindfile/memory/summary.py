@@ -11,7 +11,6 @@ or processes) holding the same expected epoch exactly one applies; the others ge
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from mindfile.errors import InvalidInputError, LimitExceededError
@@ -21,42 +20,20 @@ from mindfile.memory.types import SummaryState, SummaryWriteOutcome
 from mindfile.storage.db import utcnow
 
 if TYPE_CHECKING:
-    from mindfile.engine import Mindfile
+    from mindfile._deps import StoreDeps
 
 __all__ = ["MAX_SUMMARY_CHARS", "read_summary_state", "write_summary_state"]
 
 MAX_SUMMARY_CHARS = 200_000
 _MAX_EPOCH = 2**62
 
-READ = """
-SELECT json_extract(state_json, '$.summary_state') FROM session_state WHERE session_id = ?
-"""
 
-ENSURE_STATE = """
-INSERT INTO session_state (session_id, state_json, updated_at) VALUES (?1, '{}', ?2)
-ON CONFLICT (session_id) DO NOTHING
-"""
-
-COMPARE_AND_SWAP = """
-UPDATE session_state
-SET state_json = json_set(state_json, '$.summary_state', json(?3)), updated_at = ?4
-WHERE session_id = ?1
-  AND coalesce(json_extract(state_json, '$.summary_state.epoch'), 0) = ?2
-"""
-
-CURRENT_EPOCH = """
-SELECT coalesce(json_extract(state_json, '$.summary_state.epoch'), 0)
-FROM session_state WHERE session_id = ?
-"""
-
-
-def read_summary_state(engine: Mindfile, session_id: str) -> SummaryState | None:
+def read_summary_state(engine: StoreDeps, session_id: str) -> SummaryState | None:
     """The session's rolling summary, or None if none was ever written."""
     check_id(session_id, "session_id")
-    raw = engine.db.scalar(READ, (session_id,))
-    if raw is None:
+    data = engine.stores.session_state.read_summary(session_id)
+    if data is None:
         return None
-    data: dict[str, Any] = json.loads(raw)
     return SummaryState(
         summary=str(data.get("summary", "")),
         upper_sequence=int(data.get("upper_sequence", -1)),
@@ -66,7 +43,7 @@ def read_summary_state(engine: Mindfile, session_id: str) -> SummaryState | None
 
 
 def write_summary_state(
-    engine: Mindfile, session_id: str, state: SummaryState, expected_epoch: int
+    engine: StoreDeps, session_id: str, state: SummaryState, expected_epoch: int
 ) -> SummaryWriteOutcome:
     """Store ``state`` with epoch ``expected_epoch + 1`` if the stored epoch is expected.
 
@@ -85,15 +62,13 @@ def write_summary_state(
         },
         "summary state",
     )
-    db = engine.db
+    db, states = engine.db, engine.stores.session_state
     with db.atomic():
         if expected_epoch == 0:
             ensure_session(db, session_id, now)
-            db.execute(ENSURE_STATE, (session_id, now))
-        db.execute(COMPARE_AND_SWAP, (session_id, expected_epoch, blob, now))
-        applied = db.changes() > 0
-        epoch = db.scalar(CURRENT_EPOCH, (session_id,))
-    return SummaryWriteOutcome(applied=applied, epoch=int(epoch or 0))
+        applied = states.swap_summary(session_id, expected_epoch, blob, now)
+        epoch = states.summary_epoch(session_id)
+    return SummaryWriteOutcome(applied=applied, epoch=epoch)
 
 
 def _check(state: Any, expected_epoch: Any) -> None:
