@@ -49,7 +49,7 @@ class TimeConfig:
     """The boost's parameters (chosen by cross-validation on LoCoMo; benchmarks/README.md)."""
 
     #: Boost of a memory inside a named window, as a share of the best fused score.
-    weight: float = 0.3
+    weight: float = 0.4
     #: Decay (days) of the boost for memories before / after the window.
     decay_before_days: float = 3.0
     decay_after_days: float = 14.0
