@@ -8,6 +8,12 @@ retrieved chunk; recall@k is the fraction of a question's evidence found in the 
 
     python benchmarks/locomo.py --data ../shared/data/locomo/locomo10.json [--json]
 
+Time-aware retrieval (docs/retrieval.md): ``--occurred-at`` stores every turn with
+``occurred_at`` = its session's date, ``--as-of last-session`` asks each question as of
+the conversation's last session date (the default ``now`` is the wall clock), and
+``--no-temporal`` turns the time boost off; ``--time-config '{"weight": 0.2}'`` sets
+TimeConfig fields.
+
 The data (CC BY-NC 4.0) is read from its path and never copied into this repository.
 """
 
@@ -20,6 +26,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +58,20 @@ ANCHORS = {
 _DIA = re.compile(r"D\d+:\d+")
 
 
+def session_time(text: str) -> datetime | None:
+    """A LoCoMo session date (``1:56 pm on 8 May, 2023``) as an aware UTC datetime."""
+    try:
+        return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def last_session_time(conv: dict[str, Any]) -> datetime | None:
+    c = conv["conversation"]
+    times = [session_time(v) for k, v in c.items() if k.endswith("_date_time")]
+    return max((t for t in times if t is not None), default=None)
+
+
 def turn_text(turn: dict[str, Any], date: str, *, date_in_text: bool) -> str:
     text = f"{turn['speaker']}: {turn.get('text', '')}"
     if turn.get("blip_caption"):
@@ -65,6 +86,7 @@ def load_conversation(
     date_in_text: bool,
     long: int = 0,
     session_prefix: str = "",
+    occurred_at: bool = False,
 ) -> int:
     """Store every turn (in sessions ``{session_prefix}session_N``); returns the number of
     turns.
@@ -75,11 +97,12 @@ def load_conversation(
     its message.
     """
     c = conv["conversation"]
-    events: list[tuple[str, int, Any, dict[str, Any]]] = []
+    events: list[tuple[str, int, Any, dict[str, Any], datetime | None]] = []
     turns = 0
     n = 1
     while f"session_{n}" in c:
         date = c.get(f"session_{n}_date_time", "")
+        when = session_time(date) if occurred_at else None
         parts: list[str] = []
         ids: list[str] = []
         for seq, turn in enumerate(c[f"session_{n}"], start=1):
@@ -87,17 +110,17 @@ def load_conversation(
             text = turn_text(turn, date, date_in_text=date_in_text)
             if not long:
                 meta = {"dia_id": turn["dia_id"], "speaker": turn["speaker"], "date": date}
-                events.append((f"{session_prefix}session_{n}", seq, text, meta))
+                events.append((f"{session_prefix}session_{n}", seq, text, meta, when))
                 continue
             parts.append(text)
             ids.append(turn["dia_id"])
             if sum(len(p) for p in parts) >= long:
                 sid = f"{session_prefix}session_{n}"
-                events.append((sid, len(events) + 1, "\n".join(parts), {"dia_ids": ids}))
+                events.append((sid, len(events) + 1, "\n".join(parts), {"dia_ids": ids}, when))
                 parts, ids = [], []
         if parts:
             sid = f"{session_prefix}session_{n}"
-            events.append((sid, len(events) + 1, "\n".join(parts), {"dia_ids": ids}))
+            events.append((sid, len(events) + 1, "\n".join(parts), {"dia_ids": ids}, when))
         n += 1
     mem.store_many(events, user_id=USER)
     return turns
@@ -148,14 +171,23 @@ def chunk_dia_ids(mem: mindfile.Mindfile) -> dict[str, set[str]]:
 
 
 def score_context(
-    mem: mindfile.Mindfile, question: str, gold: set[str], by_chunk: dict[str, set[str]]
+    mem: mindfile.Mindfile,
+    question: str,
+    gold: set[str],
+    by_chunk: dict[str, set[str]],
+    as_of: datetime | None = None,
 ) -> dict[str, float]:
     """Evidence inside ``build_context`` at each budget (``ctx@``), and how many memories
     it holds (``mem@``), for a question asked in a new session of the conversation's user."""
     out: dict[str, float] = {}
     for budget in CONTEXT_BUDGETS:
         ctx = mem.build_context(
-            "locomo-question", question, token_budget=budget, user_id=USER, config=CONTEXT_CONFIG
+            "locomo-question",
+            question,
+            token_budget=budget,
+            user_id=USER,
+            config=CONTEXT_CONFIG,
+            **({} if as_of is None else {"as_of": as_of}),
         )
         found: set[str] = set()
         memories = 0
@@ -192,9 +224,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 neighbor_context=not args.no_neighbor_context,
             ) as mem:
                 t0 = time.perf_counter()
-                turns += load_conversation(mem, conv, date_in_text=not args.no_date, long=args.long)
+                turns += load_conversation(
+                    mem,
+                    conv,
+                    date_in_text=not args.no_date,
+                    long=args.long,
+                    occurred_at=args.occurred_at,
+                )
                 ingest_s += time.perf_counter() - t0
                 by_chunk = chunk_dia_ids(mem) if "context" in modes else {}
+                as_of = last_session_time(conv) if args.as_of == "last-session" else None
+                time_kw: dict[str, Any] = {} if as_of is None else {"as_of": as_of}
+                if args.no_temporal:
+                    time_kw["temporal"] = False
                 for qa in conv["qa"]:
                     gold = evidence_ids(qa)
                     if not gold:
@@ -202,7 +244,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     for mode in modes:
                         if mode == "context":
                             t0 = time.perf_counter()
-                            row = score_context(mem, qa["question"], gold, by_chunk)
+                            row = score_context(mem, qa["question"], gold, by_chunk, as_of)
                             timings[mode].append((time.perf_counter() - t0) / len(CONTEXT_BUDGETS))
                             scores[mode].append((int(qa["category"]), row))
                             continue
@@ -210,7 +252,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         if args.candidates is not None:
                             kw["candidates"] = args.candidates
                         t0 = time.perf_counter()
-                        hits = mem.search(qa["question"], top_k=max(KS), **kw)
+                        hits = mem.search(qa["question"], top_k=max(KS), **kw, **time_kw)
                         timings[mode].append(time.perf_counter() - t0)
                         ranked = [
                             set(h.metadata.get("dia_ids") or [h.metadata.get("dia_id", "")])
@@ -271,6 +313,10 @@ def summarize(
         "fts_weight": args.fts_weight,
         "date_in_text": not args.no_date,
         "neighbor_context": not args.no_neighbor_context,
+        "occurred_at": args.occurred_at,
+        "as_of": args.as_of,
+        "temporal": not args.no_temporal,
+        "conversations": args.conversations or "all",
     }
     return result
 
@@ -354,7 +400,28 @@ def main() -> None:
     parser.add_argument(
         "--context-config", default="", help='ContextConfig fields as JSON, e.g. {"hybrid": false}'
     )
+    parser.add_argument(
+        "--occurred-at",
+        action="store_true",
+        help="store each turn with occurred_at = its session's date",
+    )
+    parser.add_argument(
+        "--as-of",
+        choices=("now", "last-session"),
+        default="now",
+        help="the query date: the wall clock, or the conversation's last session date",
+    )
+    parser.add_argument("--no-temporal", action="store_true", help="search(temporal=False)")
+    parser.add_argument(
+        "--time-config", default="", help='TimeConfig fields as JSON, e.g. {"weight": 0.2}'
+    )
     args = parser.parse_args()
+    if args.time_config:
+        import json
+
+        from mindfile.retrieve import temporal
+
+        temporal.DEFAULT_TIME_CONFIG = temporal.TimeConfig(**json.loads(args.time_config))
     if args.context_config:
         import json
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import timedelta
+from datetime import date, datetime, timedelta
 from os import PathLike
 from pathlib import Path
 from types import TracebackType
@@ -61,7 +61,11 @@ logger = logging.getLogger("mindfile")
 __all__ = ["Event", "Mindfile", "open"]
 
 #: ``(session_id, sequence, payload)`` or the same plus a metadata mapping.
-Event = tuple[str, int, Any] | tuple[str, int, Any, Mapping[str, Any] | None]
+Event = (
+    tuple[str, int, Any]
+    | tuple[str, int, Any, Mapping[str, Any] | None]
+    | tuple[str, int, Any, Mapping[str, Any] | None, datetime | date | str | float | None]
+)
 
 
 def open(  # shadows the builtin on purpose: mindfile.open(path)
@@ -359,6 +363,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         channel: str | None = None,
         importance: float | None = None,
         ttl: float | timedelta | None = None,
+        occurred_at: datetime | date | str | float | None = None,
     ) -> int:
         """Store one event and index it, atomically; returns how many chunks were added.
 
@@ -366,6 +371,9 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         and nothing is written. ``metadata`` and ``tags`` go into every chunk's metadata.
         ``importance`` (in [0, 1]) defaults to the role's; ``ttl`` (seconds or a
         timedelta) makes the event expire (docs/memory-management.md).
+        ``occurred_at``: when it happened (a datetime, a date, ISO-8601 text or epoch
+        seconds; naive = UTC; default: now), for time-aware search (docs/retrieval.md);
+        anything else is an :class:`InvalidTimeError`.
 
         ``user_id`` and ``channel`` scope the session (docs/privacy.md): the first write
         that gives them fixes them, a different one later is a :class:`ScopeError`.
@@ -379,6 +387,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             spec=self.chunk_spec,
             importance=importance,
             expires_at=_expires_at(ttl),
+            occurred_at=occurred_at,
         )
         return self._write([event], agent_identity, user_id, channel)
 
@@ -391,22 +400,25 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         channel: str | None = None,
         importance: float | None = None,
         ttl: float | timedelta | None = None,
+        occurred_at: datetime | date | str | float | None = None,
     ) -> int:
         """Store many events in one transaction (all or nothing); returns chunks added.
 
-        ``agent_identity``, ``user_id``, ``channel``, ``importance`` and ``ttl`` apply to
-        every event, as in :meth:`store`.
+        ``agent_identity``, ``user_id``, ``channel``, ``importance``, ``ttl`` and
+        ``occurred_at`` apply to every event, as in :meth:`store`; an event given as
+        ``(session_id, sequence, payload, metadata, occurred_at)`` has its own time.
         """
         expires = _expires_at(ttl)
         if not isinstance(events, Iterable):
             raise InvalidInputError("events must be an iterable of event tuples")
         prepared: list[PreparedEvent] = []
         for item in events:
-            if not isinstance(item, tuple | list) or len(item) not in (3, 4):
+            if not isinstance(item, tuple | list) or len(item) not in (3, 4, 5):
                 raise InvalidInputError(
-                    "each event must be (session_id, sequence, payload[, metadata])"
+                    "each event must be (session_id, sequence, payload[, metadata[, occurred_at]])"
                 )
-            meta = item[3] if len(item) == 4 else None
+            meta = item[3] if len(item) >= 4 else None
+            when = item[4] if len(item) == 5 and item[4] is not None else occurred_at
             prepared.append(
                 prepare_event(
                     item[0],
@@ -416,6 +428,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
                     spec=self.chunk_spec,
                     importance=importance,
                     expires_at=expires,
+                    occurred_at=when,
                 )
             )
         return self._write(prepared, agent_identity, user_id, channel)
@@ -671,6 +684,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         user_id: str | None = None,
         channel: str | None = None,
         source: Literal["all", "files", "conversations"] = "all",
+        as_of: datetime | date | str | float | None = None,
+        temporal: bool = True,
     ) -> SearchResults:
         """Search chunks by vector similarity, BM25, or both fused.
 
@@ -695,6 +710,13 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         ``source``: ``"files"`` searches only synced folders (:meth:`sync`; hits carry
         ``metadata["path"]``, ``["start_line"]``, ``["end_line"]``), ``"conversations"``
         everything else, ``"all"`` (default) both.
+
+        Time-aware (docs/retrieval.md): time expressions in the query ("last May", "two
+        weeks ago", "in 2023", "yesterday", "latest", "first") are resolved against
+        ``as_of`` (default now) and boost memories whose time (``store(occurred_at=)``,
+        else when stored) is in or near the named window, or the newest / oldest ones;
+        ``hit.breakdown.time`` is the boost, ``results.time`` what was understood.
+        ``temporal=False`` turns it off.
         """
         self.check_model()
         req = SearchRequest.build(
@@ -714,6 +736,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             user_id=user_id,
             channel=channel,
             source=source,
+            as_of=as_of,
+            temporal=temporal,
         )
         return run_search(self.db, self.index, self.embedder, req, self.lexical)
 

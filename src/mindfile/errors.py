@@ -30,6 +30,7 @@ __all__ = [
     "ConflictError",
     "EmbeddingError",
     "InvalidInputError",
+    "InvalidTimeError",
     "LLMError",
     "LimitExceededError",
     "MindfileError",
@@ -81,6 +82,13 @@ class LimitExceededError(InvalidInputError):
 
     code = "limit_exceeded"
     http_status = 413
+
+
+class InvalidTimeError(InvalidInputError):
+    """A time argument (``occurred_at``, ``as_of``) is not a time: not a datetime, a
+    date, an ISO-8601 string or finite epoch seconds (docs/retrieval.md)."""
+
+    code = "invalid_time"
 
 
 class NotFoundError(MindfileError, LookupError):

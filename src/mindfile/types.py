@@ -38,6 +38,8 @@ class MemoryRecord(_ToDict):
     sequence: int
     payload: Any
     created_at: str
+    #: When it happened, as given to ``store(occurred_at=...)``; else ``created_at``.
+    occurred_at: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,10 @@ class ScoreBreakdown(_ToDict):
     each ``None`` when that leg did not return the chunk; ``vector_norm``/``fts_norm``
     are the per-leg values after min-max normalisation (weighted fusion) or the RRF
     contributions (RRF fusion); ``fused`` is the final score.
+
+    ``time`` is what the query's time expressions added (``search(as_of=...)``,
+    docs/retrieval.md "Time-aware retrieval"): None when the query has none, else the
+    boost included in ``fused``.
     """
 
     vector: float | None
@@ -75,6 +81,7 @@ class ScoreBreakdown(_ToDict):
     fused: float
     vector_rank: int | None = None
     fts_rank: int | None = None
+    time: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +96,9 @@ class SearchHit(_ToDict):
     metadata: dict[str, Any]
     score: float
     breakdown: ScoreBreakdown
+    #: When the memory happened (ISO-8601 UTC): the event's ``occurred_at``, else when it
+    #: was stored.
+    occurred_at: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -150,6 +150,7 @@ def test_hits_carry_a_full_breakdown(table: mindfile.Mindfile) -> None:
         "metadata",
         "score",
         "breakdown",
+        "occurred_at",
     }
     assert set(hit["breakdown"]) == {
         "vector",
@@ -159,6 +160,7 @@ def test_hits_carry_a_full_breakdown(table: mindfile.Mindfile) -> None:
         "fused",
         "vector_rank",
         "fts_rank",
+        "time",
     }
     assert hit["chunk_id"].startswith("ch_")
 

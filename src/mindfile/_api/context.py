@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from mindfile import context as _ctx
@@ -33,6 +33,7 @@ class ContextAPI(Facet):
         token_counter: TokenCounter = estimate_tokens,
         query_embedding: Sequence[float] | None = None,
         now: datetime | None = None,
+        as_of: datetime | date | str | float | None = None,
     ) -> _ctx.Context:
         """The prompt context for the next turn: summary, memories, latest turns, in budget.
 
@@ -40,7 +41,9 @@ class ContextAPI(Facet):
         (cosine >= 0.655) from the session, the agent's other sessions and ``user_id``'s
         notes and facts; memories reranked by ``0.70*similarity + 0.20*recency +
         0.10*importance``. ``tokens`` never exceeds ``token_budget``; every item says why
-        it is there. Reads only.
+        it is there. Reads only. Time expressions in ``query`` ("last May", "latest")
+        are resolved against ``as_of`` (default ``now``) and boost memories from that
+        time, as in :meth:`search`.
         """
         self._mindfile.check_model()
         return _ctx.build_context(
@@ -59,6 +62,7 @@ class ContextAPI(Facet):
             token_counter=token_counter,
             query_embedding=query_embedding,
             now=now,
+            as_of=as_of,
         )
 
     def cache_stats(self) -> _ctx.CacheStats:

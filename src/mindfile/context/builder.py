@@ -38,7 +38,7 @@ from mindfile.embed import fusion_weights
 from mindfile.embed.base import Vector, check_query_vector, normalize
 from mindfile.errors import InvalidInputError, LimitExceededError, MindfileError
 from mindfile.index.chunking import normalize_text
-from mindfile.index.pipeline import check_id
+from mindfile.index.pipeline import check_id, check_time
 from mindfile.memory.summary import read_summary_state
 from mindfile.retrieve.search import DEFAULT_CANDIDATES
 from mindfile.tokens import TokenCounter, estimate_tokens, message_tokens
@@ -70,17 +70,20 @@ def build_context(
     token_counter: TokenCounter = estimate_tokens,
     query_embedding: Sequence[float] | None = None,
     now: datetime | None = None,
+    as_of: Any = None,
 ) -> Context:
     """The context for the next model call in ``session_id`` about ``query``.
 
     Reads only (nothing is written). See the module docstring for the budget policy and
-    docs/context.md for the retrieval rules.
+    docs/context.md for the retrieval rules. ``as_of``: the date the query's time
+    expressions are resolved against (default ``now``; docs/retrieval.md).
     """
     _check_args(session_id, query, token_budget, user_id, agent_identity, channel)
     cfg = _config(config)
     if not callable(token_counter):
         raise InvalidInputError("token_counter must be a callable str -> int")
     clock = _now(now)
+    query_date = clock if as_of is None else check_time(as_of, "as_of")
     reserved, head = _reserve(
         system_prompt, tools, reserve_system, reserve_tools, token_budget, token_counter
     )
@@ -102,7 +105,7 @@ def build_context(
         recent_from=recent[0].sequence if recent else None,
     )
     available = token_budget - reserved
-    ranked = _rank_memories(engine, scope, query, query_vec, cfg, clock, available)
+    ranked = _rank_memories(engine, scope, query, query_vec, cfg, clock, available, query_date)
     packer = _Packer(token_counter, available)
     for dup, _of, why in ranked.duplicates:
         packer.dropped.append(_memory_item(dup, "memory", why, 0))
@@ -226,6 +229,7 @@ def _rank_memories(
     cfg: ContextConfig,
     clock: datetime,
     available: int,
+    as_of: datetime | None = None,
 ) -> Reranked:
     """The salience, relevance, lexical and hybrid legs, reranked and de-duplicated."""
     candidates = gather_candidates(
@@ -243,6 +247,7 @@ def _rank_memories(
         hybrid_k=_hybrid_k(available, cfg) if cfg.hybrid else 0,
         fusion_weights=fusion_weights(engine.embedder),
         hybrid_floor=cfg.hybrid_floor,
+        as_of=as_of,
     )
     return rerank(
         candidates,

@@ -51,6 +51,7 @@ from mindfile.memory.notes import notes_session
 from mindfile.retrieve.fusion import weighted_fusion
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.search import DEFAULT_CANDIDATES
+from mindfile.retrieve.temporal import apply_time, time_query
 from mindfile.storage.db import Database
 from mindfile.vector.base import VectorIndex
 
@@ -192,6 +193,7 @@ def gather_candidates(
     hybrid_k: int = 0,
     fusion_weights: tuple[float, float] = SEED_FUSION_WEIGHTS,
     hybrid_floor: float = -1.0,
+    as_of: datetime | None = None,
 ) -> list[Candidate]:
     """Candidates from every leg, one per chunk, with the legs that found it.
 
@@ -199,7 +201,9 @@ def gather_candidates(
     hybrid leg (``hybrid_k`` > 0) is ``search``'s ranking: each leg's best
     ``DEFAULT_CANDIDATES`` hits fused with the weights ``search`` uses; its top
     ``hybrid_k`` enter with their fused score as ``relevance``, except a hit without any
-    BM25 match whose cosine is below ``hybrid_floor`` (nearest is not near).
+    BM25 match whose cosine is below ``hybrid_floor`` (nearest is not near). With
+    ``as_of``, time expressions in the query boost the hybrid leg's fused scores as in
+    ``search`` (:mod:`mindfile.retrieve.temporal`).
     """
     legs: dict[int, set[Leg]] = {}
     scores: dict[int, float] = {}
@@ -236,6 +240,9 @@ def gather_candidates(
         fused = weighted_fusion(vector_leg, found.lexical, *fusion_weights)
         if not vector_leg:  # no query vector: BM25 alone, as search degrades
             fused = weighted_fusion([], found.lexical, 0.0, 1.0)
+        tq = None if as_of is None else time_query(query, as_of)
+        if tq is not None:
+            apply_time(db, fused, tq)
         relevance.update((rowid, item.score) for rowid, item in fused.items())
         admissible = (
             f for f in fused.values() if f.fts is not None or (f.vector or -1.0) >= hybrid_floor

@@ -6,9 +6,10 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from typing import Any
 
-from mindfile.errors import InvalidInputError, LimitExceededError
+from mindfile.errors import InvalidInputError, InvalidTimeError, LimitExceededError
 from mindfile.index.chunking import ChunkSpec, chunk_text, content_hash
 from mindfile.index.extract import extract_role, extract_text
 from mindfile.manage.importance import DEFAULT_IMPORTANCE, check_importance, role_importance
@@ -20,9 +21,11 @@ __all__ = [
     "PreparedChunk",
     "PreparedEvent",
     "check_id",
+    "check_time",
     "dump_json",
     "normalize_tags",
     "prepare_event",
+    "stored_time",
 ]
 
 MAX_ID_CHARS = 512
@@ -49,6 +52,8 @@ class PreparedEvent:
     # with this importance and expiry (ISO-8601 UTC text, None = never).
     importance: float = DEFAULT_IMPORTANCE
     expires_at: str | None = None
+    # When it happened (ISO-8601 UTC text; None = when it is stored). Migration 0013.
+    occurred_at: str | None = None
 
 
 def check_id(value: Any, what: str) -> str:
@@ -63,6 +68,48 @@ def check_id(value: Any, what: str) -> str:
         raise InvalidInputError(f"{what} must not contain NUL characters")
     _check_unicode(value, what)
     return value
+
+
+def check_time(value: Any, what: str) -> datetime:
+    """An aware UTC datetime from a datetime, a date (its midnight UTC), an ISO-8601
+    string or epoch seconds; naive datetimes and strings without an offset are UTC.
+    Anything else is an :class:`InvalidTimeError` (code ``invalid_time``)."""
+    moment: datetime
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, date):
+        moment = datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError as exc:
+            raise InvalidTimeError(
+                f"{what} must be an ISO-8601 time, not {value[:40]!r}", what=what
+            ) from exc
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            moment = datetime.fromtimestamp(value, UTC)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise InvalidTimeError(f"{what} is out of range: {value!r}", what=what) from exc
+    else:
+        raise InvalidTimeError(
+            f"{what} must be a datetime, a date, an ISO-8601 string or epoch seconds, "
+            f"not {type(value).__name__}",
+            what=what,
+        )
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    try:
+        return moment.astimezone(UTC)
+    except (OverflowError, ValueError) as exc:  # year 1 or 9999 shifted out of range
+        raise InvalidTimeError(f"{what} is out of range", what=what) from exc
+
+
+def stored_time(value: Any, what: str) -> str | None:
+    """:func:`check_time` in the stored form (ISO-8601 UTC, microseconds); None stays."""
+    if value is None:
+        return None
+    return check_time(value, what).isoformat(timespec="microseconds")
 
 
 def _check_unicode(value: str, what: str) -> None:
@@ -138,11 +185,14 @@ def prepare_event(
     spec: ChunkSpec = ChunkSpec(),
     importance: float | None = None,
     expires_at: str | None = None,
+    occurred_at: Any = None,
 ) -> PreparedEvent:
     """Validate an event and compute its chunks (text, hash, metadata).
 
     ``importance`` (in [0, 1]) defaults to the role's (see :mod:`mindfile.manage.importance`).
+    ``occurred_at``: when it happened (:func:`check_time`; None = when it is stored).
     """
+    when = stored_time(occurred_at, "occurred_at")
     check_id(session_id, "session_id")
     if isinstance(sequence, bool) or not isinstance(sequence, int):
         raise InvalidInputError(f"sequence must be an integer, not {type(sequence).__name__}")
@@ -175,4 +225,4 @@ def prepare_event(
         if importance is None
         else check_importance(importance)
     )
-    return PreparedEvent(session_id, sequence, payload_json, chunks, weight, expires_at)
+    return PreparedEvent(session_id, sequence, payload_json, chunks, weight, expires_at, when)

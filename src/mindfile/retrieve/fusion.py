@@ -30,6 +30,8 @@ class Fused:
     vector_norm: float = 0.0
     fts_norm: float = 0.0
     score: float = 0.0
+    #: The time boost included in ``score`` (None: the query named no time).
+    time: float | None = None
 
 
 def min_max(scores: Sequence[float]) -> list[float]:

@@ -6,6 +6,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
@@ -13,10 +14,11 @@ import numpy as np
 from mindfile.embed.base import Embedder, Vector, check_query_vector, normalize
 from mindfile.errors import EmbeddingError, InvalidInputError, MindfileError
 from mindfile.index.chunking import normalize_text
-from mindfile.index.pipeline import check_id, normalize_tags
+from mindfile.index.pipeline import check_id, check_time, normalize_tags
 from mindfile.retrieve.degraded import degrade
 from mindfile.retrieve.fusion import Fused, add_tail, rank_key, rrf_fusion, weighted_fusion
 from mindfile.retrieve.retriever import ReadFilter, Retriever
+from mindfile.retrieve.temporal import apply_time, describe, time_query
 from mindfile.storage.db import Database
 from mindfile.storage.log import chunk_ends, chunk_rows, scoped_sessions, source_sessions
 from mindfile.types import FusionMode, ScoreBreakdown, SearchHit, SearchMode
@@ -57,19 +59,24 @@ class SearchResults(list[SearchHit]):
         mode: str = "hybrid",
         degraded: str | None = None,
         weights: tuple[float, float] | None = None,
+        time: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(hits)
         self.mode = mode
         self.degraded = degraded
         #: The (vector, BM25) fusion weights that were used.
         self.weights = weights
+        #: The query's time expressions as understood (``as_of``, ``windows`` with their
+        #: text, start and end, ``order``), or None when it named no time.
+        self.time = time
 
     def to_dict(self) -> dict[str, Any]:
-        """``{"mode", "degraded", "weights", "hits": [...]}``."""
+        """``{"mode", "degraded", "weights", "time", "hits": [...]}``."""
         return {
             "mode": self.mode,
             "degraded": self.degraded,
             "weights": None if self.weights is None else list(self.weights),
+            "time": self.time,
             "hits": [h.to_dict() for h in self],
         }
 
@@ -92,6 +99,10 @@ class SearchRequest:
     user_id: str | None = None
     channel: str | None = None
     source: str = "all"
+    #: The query date that time expressions are resolved against (None: now).
+    as_of: datetime | None = None
+    #: Boost memories from the time the query names (docs/retrieval.md).
+    temporal: bool = True
 
     @classmethod
     def build(
@@ -113,6 +124,8 @@ class SearchRequest:
         user_id: Any = None,
         channel: Any = None,
         source: Any = "all",
+        as_of: Any = None,
+        temporal: Any = True,
     ) -> SearchRequest:
         if source not in SOURCES:
             raise InvalidInputError(f"source must be one of {SOURCES}, not {source!r}")
@@ -134,6 +147,8 @@ class SearchRequest:
             or not 1 <= candidates <= MAX_CANDIDATES
         ):
             raise InvalidInputError(f"candidates must be an integer from 1 to {MAX_CANDIDATES}")
+        if not isinstance(temporal, bool):
+            raise InvalidInputError("temporal must be True or False")
         return cls(
             query=query,
             session_ids=_sessions(session_id),
@@ -149,6 +164,8 @@ class SearchRequest:
             user_id=None if user_id is None else check_id(user_id, "user_id"),
             channel=None if channel is None else check_id(channel, "channel"),
             source=source,
+            as_of=None if as_of is None else check_time(as_of, "as_of"),
+            temporal=temporal,
         )
 
 
@@ -246,8 +263,13 @@ def run_search(
         fused = weighted_fusion(head_v, head_f, 1.0, 1.0)
     # Vectors missing (embedder down, jobs pending): see mindfile.retrieve.degraded.
     fused, degraded = degrade(db, fused, head_f, req, mode=mode, degraded=degraded)
+    tq = time_query(req.query, req.as_of or datetime.now(UTC)) if req.temporal else None
+    if tq is not None:  # before the tail: only the fused candidates are boosted
+        apply_time(db, fused, tq)
     add_tail(fused, vector_hits[depth:], fts_hits[depth:], start=depth + 1)
-    return SearchResults(_hits(db, fused, req), mode=mode, degraded=degraded, weights=weights)
+    return SearchResults(
+        _hits(db, fused, req), mode=mode, degraded=degraded, weights=weights, time=describe(tq)
+    )
 
 
 def read_filter(db: Database, req: SearchRequest) -> ReadFilter:
@@ -314,7 +336,7 @@ def _hits(db: Database, fused: dict[int, Fused], req: SearchRequest) -> list[Sea
         items = [f for f in ranked if f.rowid in rows]
     hits = []
     for f in items[: req.top_k]:
-        _, chunk_id, session_id, text, seq_start, seq_end, meta = rows[f.rowid]
+        _, chunk_id, session_id, text, seq_start, seq_end, meta, occurred = rows[f.rowid]
         hits.append(
             SearchHit(
                 chunk_id=chunk_id,
@@ -332,7 +354,9 @@ def _hits(db: Database, fused: dict[int, Fused], req: SearchRequest) -> list[Sea
                     fused=f.score,
                     vector_rank=f.vector_rank,
                     fts_rank=f.fts_rank,
+                    time=f.time,
                 ),
+                occurred_at=str(occurred),
             )
         )
     return hits

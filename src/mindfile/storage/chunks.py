@@ -37,8 +37,8 @@ INSERT_CHUNK = """
 INSERT INTO chunks (chunk_id, session_id, chunk_text, content_hash, sequence_start,
                     sequence_end, metadata_json, created_at, context_before,
                     context_after, importance, expires_at, consolidated_at, text_hash,
-                    file_id)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    file_id, occurred_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING id
 """
 
@@ -71,6 +71,8 @@ class ChunkRow:
     context_after: str = ""
     consolidated_at: str | None = None
     file_id: int | None = None
+    #: When the event happened (None: when the chunk is stored; migration 0013).
+    occurred_at: str | None = None
 
 
 def chunk_id_for(session_id: str, chunk_hash: str) -> str:
@@ -133,6 +135,7 @@ def insert_chunks(
             row.consolidated_at,
             text_hash(row.text),
             row.file_id,
+            row.occurred_at,
         )
         for row in rows
     ]

@@ -80,8 +80,8 @@ WHERE session_id = ?1 AND (sequence_high_water IS NULL OR sequence_high_water < 
 """
 
 INSERT_EVENT = """
-INSERT INTO conversation_events (session_id, sequence, payload_json, created_at)
-VALUES (?, ?, ?, ?)
+INSERT INTO conversation_events (session_id, sequence, payload_json, created_at, occurred_at)
+VALUES (?, ?, ?, ?, ?)
 """
 
 SET_LAST_SEQUENCE = """
@@ -98,13 +98,16 @@ WHERE session_id = ? AND content_hash IN (SELECT value FROM json_each(?))
 """
 
 # A chunk shared by several events keeps the highest importance, and expires only when
-# every event holding it has (NULL = never; see docs/memory-management.md).
+# every event holding it has (NULL = never; see docs/memory-management.md). Its time is
+# the newest of its events' (occurred_at NULL = created_at; migration 0013).
 EXTEND_CHUNK = """
 UPDATE chunks SET
     sequence_end = max(sequence_end, ?1),
     importance = max(importance, ?2),
     expires_at = CASE WHEN expires_at IS NULL OR ?3 IS NULL THEN NULL
-                      ELSE max(expires_at, ?3) END
+                      ELSE max(expires_at, ?3) END,
+    occurred_at = CASE WHEN ?5 IS NULL THEN occurred_at
+                       ELSE max(coalesce(occurred_at, created_at), ?5) END
 WHERE id = ?4
 """
 
@@ -322,7 +325,7 @@ def write_events(
                 sequence=event.sequence,
                 last_sequence=cur.last,
             )
-        db.execute(INSERT_EVENT, (sid, event.sequence, event.payload_json, now))
+        db.execute(INSERT_EVENT, (sid, event.sequence, event.payload_json, now, event.occurred_at))
         n = len(event.chunks)
         rows: list[Any] = [None] * n if vectors is None else list(vectors[offset : offset + n])
         offset += n
@@ -333,7 +336,14 @@ def write_events(
             existing = known.get((sid, chunk.content_hash))
             if existing is not None:
                 db.execute(
-                    EXTEND_CHUNK, (event.sequence, event.importance, event.expires_at, existing)
+                    EXTEND_CHUNK,
+                    (
+                        event.sequence,
+                        event.importance,
+                        event.expires_at,
+                        existing,
+                        event.occurred_at,
+                    ),
                 )
                 continue
             new = ChunkRow(
@@ -347,6 +357,7 @@ def write_events(
                 event.expires_at,
                 before,
                 after[i],
+                occurred_at=event.occurred_at,
             )
             known[(sid, chunk.content_hash)] = insert_chunk(db, new, vector, model_id, now)
             added += 1
@@ -390,17 +401,20 @@ def load_events(db: Database, session_id: str, limit: int | None) -> list[Memory
     """Events in sequence order; with ``limit``, the most recent ``limit`` of them."""
     if limit is None:
         rows = db.query(
-            "SELECT sequence, payload_json, created_at FROM conversation_events "
+            "SELECT sequence, payload_json, created_at, occurred_at FROM conversation_events "
             "WHERE session_id = ? ORDER BY sequence",
             (session_id,),
         )
     else:
         rows = db.query(
-            "SELECT * FROM (SELECT sequence, payload_json, created_at FROM conversation_events "
-            "WHERE session_id = ? ORDER BY sequence DESC LIMIT ?) ORDER BY sequence",
+            "SELECT * FROM (SELECT sequence, payload_json, created_at, occurred_at "
+            "FROM conversation_events WHERE session_id = ? ORDER BY sequence DESC LIMIT ?) "
+            "ORDER BY sequence",
             (session_id, limit),
         )
-    return [MemoryRecord(session_id, int(s), json.loads(p), str(c)) for s, p, c in rows]
+    return [
+        MemoryRecord(session_id, int(s), json.loads(p), str(c), str(o or c)) for s, p, c, o in rows
+    ]
 
 
 def list_sessions(
@@ -453,7 +467,8 @@ def chunk_rows(db: Database, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]
         return {}
     rows = db.query(
         "SELECT id, chunk_id, session_id, chunk_text, sequence_start, sequence_end, "
-        "metadata_json FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+        "metadata_json, coalesce(occurred_at, created_at) "
+        "FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
         (json.dumps([int(r) for r in rowids]),),
     )
     return {int(r[0]): r for r in rows}
