@@ -168,9 +168,11 @@ def test_merges_happen_by_themselves_and_others_switch_to_them(tmp_path: Path) -
         _wait(lambda: mem_index.stats()["base_docs"] == 30)
         first = mem_index.stats()["base_generation"]
         _same_as_fts5(reader)
-        _fill(writer, "a", 30, seed=7)  # delta of 30 >= MERGE_MIN: merged again
+        _fill(writer, "a", 30, seed=7)  # delta of 30 >= MERGE_MIN: published again
         mem_index.size()
-        _wait(lambda: mem_index.stats()["base_generation"] not in (None, first))
+        _wait(lambda: mem_index.stats()["delta_docs"] == 0)
+        # 31 recent chunks >= L0_FRACTION of 30: folded into a new base, not an L0
+        assert mem_index.stats()["base_generation"] != first
         newest = mem_index.stats()["base_generation"]
         # The reader switches at its next searches (in the background), then is exact.
         _wait(
@@ -323,3 +325,43 @@ def test_a_bulk_ingest_publishes_a_base_without_any_search(tmp_path: Path) -> No
     with mindfile.open(path, embedder="hash") as mem:
         mem.search("tomato", mode="fts")
         assert _index(mem).stats()["base_docs"] == 50
+
+
+@pytest.mark.usefixtures("small_merges")
+def test_small_publishes_write_an_l0_generation_and_stay_exact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lexical, "L0_FRACTION", 0.5)
+    path = tmp_path / "m.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        _fill(mem, "a", 100, seed=20)
+        _fill(mem, "b", 60, seed=21)
+        index = _index(mem)
+        assert index.merge()
+        base = index.stats()["base_generation"]
+        _fill(mem, "a", 25, seed=22)  # updates a's last base chunk (context), adds 25
+        mem.forget("b")  # tombstones 60 base chunks
+        index.size()
+        _wait(lambda: index.stats()["l0_generation"] is not None)
+        stats = index.stats()
+        assert stats["base_generation"] == base and stats["delta_docs"] == 0
+        _same_as_fts5(mem)
+        _same_as_fts5(mem, VectorFilter(session_ids=["a"]))
+        # A fresh engine maps base + L0 (with its tombstones of base chunks): no delta.
+        # (Read-only: a writable one would purge b's deletion on close, a full merge.)
+        with mindfile.open(path, read_only=True) as other:
+            other.search("dog", mode="fts")
+            assert _index(other).stats()["delta_docs"] == 0
+            assert _index(other).stats()["base_docs"] == 125
+            _same_as_fts5(other)
+        first_l0 = stats["l0_generation"]
+        _fill(mem, "c", 22, seed=23)  # another publish rewrites the L0 only
+        _wait(lambda: index.size() > 0 and index.stats()["l0_generation"] not in (None, first_l0))
+        assert index.stats()["base_generation"] == base
+        _same_as_fts5(mem)
+        _fill(mem, "c", 30, seed=24)  # L0 now >= half the base: folded into a new base
+        _wait(lambda: index.size() > 0 and index.stats()["base_generation"] != base)
+        _wait(lambda: index.size() > 0 and index.stats()["l0_generation"] is None)
+        _same_as_fts5(mem)
+        names = {p.name for p in (tmp_path / "m.db.index" / "bm25").iterdir()}
+        assert names == {"build.lock", "manifest.json", index.stats()["base_generation"]}

@@ -22,16 +22,19 @@ one index over everything.
 
 Catching up: new chunks are the ids above the highest held (ids only grow); updates of
 indexed text and deletions are read from ``chunks_changes`` (triggers, migration 0001).
-A document that changes is tombstoned (in the base: a bit in this process's alive mask)
-and re-added to the delta. When the delta reaches ``MERGE_MIN`` chunks and
-``MERGE_FRACTION`` of the base, or tombstones a quarter of either, a background thread
-merges base and delta into a new published base (numpy, no re-tokenising) under the
-folder's build lock, and every process switches to it at its next search.
+A document that changes is tombstoned (in a published generation: a bit in this
+process's alive mask) and re-added to the delta. When the delta reaches ``MERGE_MIN``
+chunks and ``MERGE_FRACTION`` of the L0, a background thread publishes it as a new L0
+generation (the L0's and the delta's postings, plus the base chunks they tombstone);
+when the L0 reaches ``L0_FRACTION`` of the base, or tombstones a quarter of a part,
+everything is merged into a new base. Numpy, no re-tokenising, under the folder's build
+lock; every process switches at its next search.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -63,10 +66,13 @@ K1 = 1.2
 #: catches up in the background (tokenising ~0.1 ms a chunk would block the search
 #: longer than FTS5 takes to answer it).
 BACKLOG = 2_000
-#: A new base is published when the delta holds this many chunks and this share of
-#: the base (or tombstones reach a quarter): a fresh process tokenises at most that.
+#: The delta is published when it holds this many chunks and this share of the L0
+#: (or tombstones reach a quarter): a fresh process tokenises at most that. Publishing
+#: rewrites the small L0 generation; the L0 is folded into a new base once it holds
+#: ``L0_FRACTION`` of the base's documents (each posting is rewritten O(log N) times).
 MERGE_MIN = 2_000
-MERGE_FRACTION = 0.1
+MERGE_FRACTION = 0.25
+L0_FRACTION = 0.25
 #: Where the base lives, under the store's index folder (``<store>.index/``).
 FOLDER = "bm25"
 #: Chunks tokenised between two takes of the index lock while catching up.
@@ -176,14 +182,16 @@ class Bm25Index:
         return "ready" if self._state.ready else "not built"
 
     def stats(self) -> dict[str, object]:
-        """Sizes for info(): documents in the shared base and in this process's delta."""
+        """Sizes for info(): live documents in the published generations (base and L0)
+        and in this process's delta."""
         state = self._state
-        base = state.base
+        manifest = state.manifest
         return {
             "state": self.state(),
             "persisted": self.persisted,
-            "base_docs": 0 if base is None else state.base_n_alive,
-            "base_generation": None if base is None else base.manifest.generation,
+            "base_docs": state.published_docs,
+            "base_generation": None if manifest is None else manifest.generation,
+            "l0_generation": None if manifest is None else manifest.l0,
             "delta_docs": state.delta_docs,
         }
 
@@ -283,11 +291,11 @@ class Bm25Index:
         folder = self._folder
         if folder is None or not (folder / MANIFEST).exists():
             return
-        if not self._db.readonly and self._merge(force=True, blocking=True):
+        if not self._db.readonly and self._merge(force=True, blocking=True, full=True):
             return
         with contextlib.suppress(FileNotFoundError):
             (folder / MANIFEST).unlink()
-        collect(folder, keep=None)
+        collect(folder, keep=[])
 
     def rebuild(self) -> None:
         """Drop everything (the published base too) and reload from SQLite."""
@@ -298,7 +306,7 @@ class Bm25Index:
             self._ignore_published = True
             self._catch_up_serialised()
         self._ignore_published = False
-        self._merge(force=True)
+        self._merge(force=True, full=True)
 
     _ignore_published = False
 
@@ -355,15 +363,15 @@ class Bm25Index:
         if sig is None or sig == self._manifest_sig:
             return
         manifest = LexManifest.load(path)
-        current = self._state.base
+        current = self._state.manifest
         if (
             manifest is None
-            or manifest.generation in self._broken
-            or (current is not None and manifest == current.manifest)
+            or {manifest.generation, manifest.l0} & self._broken
+            or manifest == current
         ):
             self._manifest_sig = sig
             return
-        if current is not None and manifest.max_id < current.manifest.max_id:
+        if current is not None and manifest.max_id < current.max_id:
             self._manifest_sig = sig
             return  # older than what we hold
         if not self._state.ready:
@@ -392,10 +400,10 @@ class Bm25Index:
         if not self._valid(manifest):
             return None
         try:
-            return _State(Segment(folder, manifest))
+            return _State(manifest, [Segment(folder, *seg) for seg in manifest.segments()])
         except (OSError, ValueError) as exc:  # removed meanwhile, or damaged: rebuild
             logger.warning("ignoring BM25 base %s (%s)", manifest.generation, exc)
-            self._broken.add(manifest.generation)
+            self._broken.update(g for g in (manifest.generation, manifest.l0) if g)
             self._want_merge = True
             return None
 
@@ -440,9 +448,9 @@ class Bm25Index:
         state = self._state
         if not state.ready or self._merger is not None:
             return
-        base_docs = len(state.base) if state.base is not None else 0
+        l0_docs = len(state.l0.seg) if state.l0 is not None else 0
         held = state.delta.n_alive + state.delta.dead
-        big = held >= max(MERGE_MIN, int(MERGE_FRACTION * base_docs))
+        big = held >= max(MERGE_MIN, int(MERGE_FRACTION * l0_docs))
         if not (big or state.compact_soon() or self._want_merge):
             return
         failed = self._merge_failed_at
@@ -467,14 +475,18 @@ class Bm25Index:
             self._merger = None
 
     def merge(self) -> bool:
-        """Publish this process's index as the shared base now (waits for the build lock).
+        """Publish this process's index as one new base now (waits for the build lock).
 
         Returns False when there is nothing to publish (in-memory store, read-only, not
-        built). Normally automatic: see ``MERGE_MIN`` and ``MERGE_FRACTION``.
+        built). Normally automatic (and cheaper: small L0 generations, see
+        ``MERGE_MIN``, ``MERGE_FRACTION`` and ``L0_FRACTION``).
         """
-        return self._merge(force=True, blocking=True)
+        return self._merge(force=True, blocking=True, full=True)
 
-    def _merge(self, *, force: bool, blocking: bool = False) -> bool:
+    def _merge(self, *, force: bool, blocking: bool = False, full: bool = False) -> bool:
+        """Publish what this process holds: as a new L0 generation (cost: the L0 and the
+        delta) or, when the L0 reaches ``L0_FRACTION`` of the base, tombstones pile up,
+        or ``full``, as a new base (cost: everything)."""
         folder = self._folder
         if folder is None or self._db.readonly or self._db.held_by_me():
             return False
@@ -493,8 +505,8 @@ class Bm25Index:
                     and published is not None
                     and published.max_id >= state.max_rowid
                     and published.changes_seq >= state.changes_seen
-                    and (state.base is None or published != state.base.manifest)
-                    and published.generation not in self._broken
+                    and published != state.manifest
+                    and not {published.generation, published.l0} & self._broken
                     and self._valid(published)
                 ):
                     self._manifest_sig = None
@@ -506,26 +518,62 @@ class Bm25Index:
                     state.delta = _Delta()
                     frozen = list(state.frozen)
                     alive = [np.frombuffer(d.alive, dtype=np.int8).astype(bool) for d in frozen]
-                    base, base_alive = state.base, state.base_alive.copy()
+                    base, l0 = state.base, state.l0
+                    base_alive = base.alive.copy() if base is not None else None
+                    l0_alive = l0.alive.copy() if l0 is not None else None
+                    recent = sum(d.n_alive for d in frozen) + (l0.n_alive if l0 else 0)
+                    full = (
+                        full
+                        or base is None
+                        or state.manifest is None
+                        or recent >= L0_FRACTION * base.n_alive
+                        or base.dead > max(1024, len(base.seg) // 4)
+                    )
                     max_id, changes = state.max_rowid, state.changes_seen
-            flat = _combine([d.flat(a) for d, a in zip(frozen, alive, strict=True)])
-            generation, docs, postings, total = merge(folder, base, base_alive, flat)
-            manifest = LexManifest(
-                store=self._store,
-                analyzer=self._analyzer,
-                generation=generation,
-                max_id=max_id,
-                changes_seq=changes,
-                docs=docs,
-                postings=postings,
-                total_len=total,
-                built_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            )
+                    old = state.manifest
+            flats = [d.flat(a) for d, a in zip(frozen, alive, strict=True)]
+            built = datetime.now(UTC).isoformat(timespec="seconds")
+            if full:
+                if l0 is not None:
+                    assert l0_alive is not None
+                    flats.insert(0, l0.seg.flat(l0_alive))
+                gen, docs, postings, total = merge(
+                    folder, base.seg if base else None, base_alive, _combine(flats)
+                )
+                manifest = LexManifest(
+                    store=self._store,
+                    analyzer=self._analyzer,
+                    generation=gen,
+                    max_id=max_id,
+                    changes_seq=changes,
+                    docs=docs,
+                    postings=postings,
+                    total_len=total,
+                    built_at=built,
+                )
+            else:
+                assert base is not None and base_alive is not None and old is not None
+                dead = np.asarray(base.seg.doc_rowid)[~base_alive]
+                gen, docs, postings, total = merge(
+                    folder, l0.seg if l0 else None, l0_alive, _combine(flats), dead=dead
+                )
+                manifest = dataclasses.replace(
+                    old,
+                    max_id=max_id,
+                    changes_seq=changes,
+                    built_at=built,
+                    l0=gen,
+                    l0_docs=docs,
+                    l0_postings=postings,
+                    l0_total_len=total,
+                )
             manifest.save(folder / MANIFEST)
-            collect(folder, keep=generation)
+            collect(folder, keep=[manifest.generation, manifest.l0])
         self._merge_failed_at = None
         if not self._closing:
-            self._adopt(_State(Segment(folder, manifest)))
+            fresh = self._open(manifest)
+            if fresh is not None:
+                self._adopt(fresh)
             self._manifest_sig = None
         return True
 
@@ -748,21 +796,47 @@ class _Delta:
         )
 
 
-class _State:
-    """One consistent view of the index: an optional published base (memory-mapped,
-    shared with other processes) plus in-memory deltas of what came after it (new
-    chunks, and chunks changed since, whose base copy is tombstoned): the live one, and
-    while a merge runs, the frozen one it publishes."""
+class _Published:
+    """One published generation as this process sees it: the mapped arrays, and which
+    of its documents are still alive here (tombstones are per process)."""
 
-    def __init__(self, base: Segment | None) -> None:
-        self.base = base
-        n = len(base) if base is not None else 0
-        self.base_alive = np.ones(n, dtype=bool)
-        self.base_n_alive = n
-        self.base_total = base.manifest.total_len if base is not None else 0.0
-        self.base_dead = 0
-        self.max_rowid = base.manifest.max_id if base is not None else 0
-        self.changes_seen = base.manifest.changes_seq if base is not None else 0
+    def __init__(self, seg: Segment) -> None:
+        self.seg = seg
+        self.alive = np.ones(len(seg), dtype=bool)
+        self.n_alive = len(seg)
+        self.total = seg.total_len
+        self.dead = 0
+
+    def kill(self, at: int) -> None:
+        if self.alive[at]:
+            self.alive[at] = False
+            self.n_alive -= 1
+            self.total -= float(self.seg.doc_len[at])
+            self.dead += 1
+
+    def remove(self, rowid: int) -> bool:
+        at = self.seg.doc_of(rowid)
+        if at is None or not self.alive[at]:
+            return False
+        self.kill(at)
+        return True
+
+
+class _State:
+    """One consistent view of the index: the published generations (a base and maybe
+    an L0, memory-mapped, shared with other processes) plus in-memory deltas of what
+    came after them (new chunks, and chunks changed since, whose published copy is
+    tombstoned): the live delta, and while a merge runs, the frozen one it publishes."""
+
+    def __init__(self, manifest: LexManifest | None = None, segs: Sequence[Segment] = ()) -> None:
+        self.manifest = manifest
+        self.published = [_Published(seg) for seg in segs]
+        if len(self.published) == 2:  # the L0 replaces or deletes some base chunks
+            base, l0 = self.published
+            for rowid in l0.seg.dead.tolist():
+                base.remove(int(rowid))
+        self.max_rowid = manifest.max_id if manifest is not None else 0
+        self.changes_seen = manifest.changes_seq if manifest is not None else 0
         self.data_version: tuple[int, int] | None = None
         self.ready = False
         self.delta = _Delta()
@@ -770,16 +844,28 @@ class _State:
         self.frozen: list[_Delta] = []
 
     def reset(self) -> None:
-        """Forget everything, the base too (then catch up from nothing)."""
-        self.__dict__.update(_State(None).__dict__)
+        """Forget everything, the published generations too (then catch up from nothing)."""
+        self.__dict__.update(_State().__dict__)
 
     def deltas(self) -> list[_Delta]:
         return [*self.frozen, self.delta]
 
     @property
+    def base(self) -> _Published | None:
+        return self.published[0] if self.published else None
+
+    @property
+    def l0(self) -> _Published | None:
+        return self.published[1] if len(self.published) > 1 else None
+
+    @property
+    def published_docs(self) -> int:
+        return sum(p.n_alive for p in self.published)
+
+    @property
     def docs(self) -> int:
-        """Live documents, base and deltas."""
-        return self.base_n_alive + sum(d.n_alive for d in self.deltas())
+        """Live documents, published and in deltas."""
+        return self.published_docs + self.delta_docs
 
     @property
     def delta_docs(self) -> int:
@@ -793,74 +879,67 @@ class _State:
         for delta in self.deltas():
             if delta.remove(rowid):
                 return
-        if self.base is not None and rowid <= self.base.manifest.max_id:
-            at = self.base.doc_of(rowid)
-            if at is not None and self.base_alive[at]:
-                self.base_alive[at] = False
-                self.base_n_alive -= 1
-                self.base_total -= float(self.base.doc_len[at])
-                self.base_dead += 1
+        if self.manifest is None or rowid > self.manifest.max_id:
+            return
+        for pub in reversed(self.published):
+            if pub.remove(rowid):
+                return
 
     def compact_soon(self) -> bool:
-        """Whether tombstones outnumber a quarter of the documents of base or delta."""
+        """Whether tombstones outnumber a quarter of the documents of a part."""
         delta = self.delta.dead > max(1024, len(self.delta.alive) // 4)
-        base = self.base is not None and self.base_dead > max(1024, len(self.base) // 4)
-        return delta or base
+        return delta or any(p.dead > max(1024, len(p.seg) // 4) for p in self.published)
 
     # -- scoring ------------------------------------------------------------------------
 
     def score(
         self, terms: list[str], k: int, where: VectorFilter | None
     ) -> list[tuple[int, float]]:
-        """The top ``k`` of base and deltas together, with the statistics of all."""
+        """The top ``k`` of all parts together, with the statistics of all."""
         n_alive = self.docs
         if n_alive == 0:
             return []
         deltas = self.deltas()
-        avgdl = (self.base_total + sum(d.total_len for d in deltas)) / n_alive
-        base = self.base
-        base_parts: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]] = []
+        total = sum(p.total for p in self.published) + sum(d.total_len for d in deltas)
+        avgdl = total / n_alive
+        pub_parts: list[list[tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]]] = [
+            [] for _ in self.published
+        ]
         delta_parts: list[list[tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]]] = [
             [] for _ in deltas
         ]
         for term in terms:
-            found = base.postings(term) if base is not None else None
+            found = [p.seg.postings(term) for p in self.published]
             n = 0
-            if found is not None:
-                b_docs = np.asarray(found[0])
-                n = (
-                    int(np.count_nonzero(self.base_alive[b_docs]))
-                    if self.base_dead
-                    else len(b_docs)
-                )
+            for pub, hit in zip(self.published, found, strict=True):
+                if hit is not None:
+                    docs = np.asarray(hit[0])
+                    n += int(np.count_nonzero(pub.alive[docs])) if pub.dead else len(docs)
             for delta in deltas:
                 tid = delta.term_ids.get(term)
                 n += delta.df[tid] if tid is not None else 0
             if n <= 0:
                 continue
             idf = max(math.log((n_alive - n + 0.5) / (n + 0.5)), IDF_FLOOR)
-            if found is not None and len(found[0]):
-                assert base is not None
-                freq = np.asarray(found[1], dtype=np.float64)
-                norm = K1 * (1.0 - B + B * np.asarray(base.doc_len)[b_docs] / avgdl)
-                base_parts.append((b_docs, idf * freq * (K1 + 1.0) / (freq + norm)))
+            for pub, hit, parts in zip(self.published, found, pub_parts, strict=True):
+                if hit is not None and len(hit[0]):
+                    docs = np.asarray(hit[0])
+                    freq = np.asarray(hit[1], dtype=np.float64)
+                    norm = K1 * (1.0 - B + B * np.asarray(pub.seg.doc_len)[docs] / avgdl)
+                    parts.append((docs, idf * freq * (K1 + 1.0) / (freq + norm)))
             for delta, parts in zip(deltas, delta_parts, strict=True):
                 part = delta.scored(term, idf, avgdl)
                 if part is not None:
                     parts.append(part)
         hits: list[tuple[int, float]] = []
-        if base_parts and base is not None:
-            mask = None
-            if where is not None:
-                mask = _mask(
-                    where,
-                    base.session_codes,
-                    np.asarray(base.doc_session),
-                    np.asarray(base.doc_rowid),
-                )
-            hits += _top(
-                base_parts, len(base), self.base_alive, np.asarray(base.doc_rowid), mask, k
-            )
+        for pub, parts in zip(self.published, pub_parts, strict=True):
+            if parts:
+                seg = pub.seg
+                mask = None
+                if where is not None:
+                    rowids = np.asarray(seg.doc_rowid)
+                    mask = _mask(where, seg.session_codes, np.asarray(seg.doc_session), rowids)
+                hits += _top(parts, len(seg), pub.alive, np.asarray(seg.doc_rowid), mask, k)
         for delta, parts in zip(deltas, delta_parts, strict=True):
             if parts:
                 hits += _top(

@@ -18,7 +18,13 @@ Arrays (``T`` terms, ``D`` documents, ``P`` postings):
 * ``post_off`` (T+1, int64) into ``post_doc`` (P, int32, ascending per term) and
   ``post_tf`` (P, float32): the column-weighted term frequency, as FTS5 weighs it;
 * ``doc_rowid`` (D, int64, ascending), ``doc_len`` (D, float32: tokens in all columns),
-  ``doc_session`` (D, int32: index into ``sessions.json``).
+  ``doc_session`` (D, int32: index into ``sessions.json``);
+* ``dead`` (int64, only in an L0 generation): base chunks it replaces or deletes.
+
+A published set is a large *base* and at most one small *L0* generation holding what
+came after it: publishing the recent delta rewrites only the L0 (cost of the delta),
+and the L0 is folded into a new base once it reaches a quarter of it (geometric: each
+posting is rewritten a bounded number of times).
 """
 
 from __future__ import annotations
@@ -68,6 +74,7 @@ class LexManifest:
     store: str
     #: The tokenizer and column weights the postings were made with.
     analyzer: str
+    #: The base generation, its documents, postings and summed lengths.
     generation: str
     max_id: int
     changes_seq: int
@@ -76,6 +83,19 @@ class LexManifest:
     total_len: float
     built_at: str
     format: int = FORMAT
+    #: A small second generation of what came after the base (``None``: none), with
+    #: the base chunks it replaces or deletes: writing it costs the delta, not the base.
+    l0: str | None = None
+    l0_docs: int = 0
+    l0_postings: int = 0
+    l0_total_len: float = 0.0
+
+    def segments(self) -> list[tuple[str, int, int, float]]:
+        """``(generation, docs, postings, total_len)`` of the base, then of the L0."""
+        out = [(self.generation, self.docs, self.postings, self.total_len)]
+        if self.l0 is not None:
+            out.append((self.l0, self.l0_docs, self.l0_postings, self.l0_total_len))
+        return out
 
     @classmethod
     def load(cls, path: Path) -> LexManifest | None:
@@ -111,14 +131,22 @@ def _fsync_dir(path: Path) -> None:
 class Segment:
     """A published generation, memory-mapped (read-only)."""
 
-    def __init__(self, folder: Path, manifest: LexManifest) -> None:
-        where = folder / manifest.generation
+    def __init__(
+        self, folder: Path, generation: str, docs: int, postings: int, total_len: float
+    ) -> None:
+        where = folder / generation
         arrays: dict[str, Any] = {
             name: np.load(where / f"{name}.npy", mmap_mode="r", allow_pickle=False)
             for name in _ARRAYS
         }
         sessions = json.loads((where / "sessions.json").read_text(encoding="utf-8"))
-        self.manifest = manifest
+        dead = where / "dead.npy"
+        self.dead: npt.NDArray[np.int64] = (
+            np.load(dead, allow_pickle=False) if dead.exists() else np.zeros(0, np.int64)
+        )
+        self.generation = generation
+        self.expected = (docs, postings)
+        self.total_len = total_len
         self.term_hash: npt.NDArray[np.int64] = arrays["term_hash"]
         self.term_off: npt.NDArray[np.int64] = arrays["term_off"]
         self.term_bytes: npt.NDArray[np.uint8] = arrays["term_bytes"]
@@ -134,18 +162,18 @@ class Segment:
 
     def _check(self) -> None:
         """Shapes that must agree; a damaged generation raises here, not mid-search."""
-        t, d, m = len(self.term_hash), len(self.doc_rowid), self.manifest
+        t, d = len(self.term_hash), len(self.doc_rowid)
+        docs, postings = self.expected
         ok = (
             len(self.term_off) == t + 1
             and len(self.post_off) == t + 1
             and int(self.term_off[-1]) == len(self.term_bytes)
             and int(self.post_off[-1]) == len(self.post_doc) == len(self.post_tf)
-            and len(self.post_doc) == m.postings
-            and len(self.doc_len) == len(self.doc_session) == d == m.docs
-            and (d == 0 or int(self.doc_rowid[-1]) <= m.max_id)
+            and len(self.post_doc) == postings
+            and len(self.doc_len) == len(self.doc_session) == d == docs
         )
         if not ok:
-            raise ValueError(f"BM25 generation {m.generation} does not match its manifest")
+            raise ValueError(f"BM25 generation {self.generation} does not match its manifest")
 
     def __len__(self) -> int:
         return len(self.doc_rowid)
@@ -161,6 +189,24 @@ class Segment:
             return None  # a hash collision with another term: not this one
         s, e = int(self.post_off[i]), int(self.post_off[i + 1])
         return self.post_doc[s:e], self.post_tf[s:e]
+
+    def flat(self, alive: npt.NDArray[np.bool_]) -> Flat:
+        """Its postings as a :class:`Flat` (to fold a small generation into a merge)."""
+        offs, blob = np.asarray(self.term_off), np.asarray(self.term_bytes)
+        terms = [
+            blob[offs[i] : offs[i + 1]].tobytes().decode("utf-8", "surrogatepass")
+            for i in range(len(self.term_hash))
+        ]
+        return Flat(
+            terms=terms,
+            counts=np.diff(np.asarray(self.post_off, dtype=np.int64)).astype(np.int64),
+            doc=np.asarray(self.post_doc, dtype=np.int32),
+            tf=np.asarray(self.post_tf, dtype=np.float32),
+            rowid=np.asarray(self.doc_rowid, dtype=np.int64),
+            length=np.asarray(self.doc_len, dtype=np.float32),
+            session=[self.sessions[c] for c in np.asarray(self.doc_session).tolist()],
+            alive=alive,
+        )
 
     def doc_of(self, rowid: int) -> int | None:
         """The document number of chunk ``rowid``, or None."""
@@ -194,8 +240,10 @@ def merge(
     base: Segment | None,
     base_alive: npt.NDArray[np.bool_] | None,
     delta: Flat,
+    dead: npt.NDArray[np.int64] | None = None,
 ) -> tuple[str, int, int, float]:
-    """Write a new generation holding ``base``'s live documents and ``delta``'s.
+    """Write a new generation holding ``base``'s live documents and ``delta``'s (and,
+    for an L0 generation, ``dead``: the rowids it tombstones in the base below it).
 
     Returns ``(generation, docs, postings, total_len)``. Nothing is published: the caller
     writes the manifest. A chunk in both (updated after ``base`` was written) must be
@@ -307,6 +355,8 @@ def merge(
         "doc_len": length,
         "doc_session": session,
     }
+    if dead is not None:
+        arrays["dead"] = np.asarray(dead, dtype=np.int64)
     _write(folder / generation, arrays, sessions)
     return generation, len(rowid), len(post_doc), float(length.astype(np.float64).sum())
 
@@ -331,13 +381,13 @@ def _write(where: Path, arrays: dict[str, npt.NDArray[Any]], sessions: Sequence[
         raise
 
 
-def collect(folder: Path, keep: str | None) -> None:
-    """Remove generations other than ``keep`` (and unfinished ones). Processes that still
+def collect(folder: Path, keep: Sequence[str | None]) -> None:
+    """Remove generations not in ``keep`` (and unfinished ones). Processes that still
     map a removed generation keep reading it: the kernel frees it with the last mapping."""
     try:
         children = list(folder.iterdir())
     except FileNotFoundError:
         return
     for child in children:
-        if child.is_dir() and child.name != keep:
+        if child.is_dir() and child.name not in keep:
             shutil.rmtree(child, ignore_errors=True)
