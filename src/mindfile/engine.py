@@ -478,8 +478,6 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
                 now,
             )
         self.working_memory.note_write(events, now)
-        if self.lexical is not None:
-            self.lexical.follow()  # a bulk ingest keeps the shared BM25 base current
         return added
 
     def recall(

@@ -315,11 +315,13 @@ def test_purge_leaves_no_deleted_term_in_the_published_files(tmp_path: Path) -> 
 
 
 @pytest.mark.usefixtures("small_merges")
-def test_a_bulk_ingest_publishes_a_base_without_any_search(tmp_path: Path) -> None:
+def test_follow_publishes_a_bulk_ingest_without_any_search(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     with mindfile.open(path, embedder="hash") as mem:
         _fill(mem, "a", 50, seed=14)  # store_many: more than MERGE_MIN waiting
         manifest = tmp_path / "m.db.index" / "bm25" / "manifest.json"
+        assert not manifest.exists()
+        _index(mem).follow()
         _wait(manifest.exists)
         assert json.loads(manifest.read_text())["docs"] == 50
     with mindfile.open(path, embedder="hash") as mem:

@@ -264,12 +264,14 @@ class Bm25Index:
         self._dirty = True
 
     def follow(self) -> None:
-        """After a bulk write: keep the published base current.
+        """After a bulk write: catch up and publish in the background now.
 
-        When more than ``MERGE_MIN`` chunks wait to be indexed, catch up (and publish)
-        in the background, so a process that opens the store next maps a base that
-        covers the ingest instead of tokenising it. No-op for an index that is not
-        persisted, or while a catch-up or merge runs.
+        When more than ``MERGE_MIN`` chunks wait to be indexed, start the catch-up (and
+        the publishing that follows it), so a process that opens the store next maps a
+        base covering the ingest instead of tokenising it. Not called by ``store_many``:
+        doing it during an ingest cost ~38% of its throughput on 2 cores (the Python
+        tokenising competes with the writer; benchmarks/README.md). No-op for an index
+        that is not persisted, or while a catch-up or merge runs.
         """
         if self._folder is None or self._db.readonly or self._closing:
             return
