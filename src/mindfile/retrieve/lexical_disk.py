@@ -43,6 +43,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from mindfile.vector.ann_disk import fsync_dir, save_json
+
 __all__ = ["FORMAT", "Flat", "LexManifest", "Segment", "collect", "merge", "term_hash"]
 
 logger = logging.getLogger("mindfile.retrieve")
@@ -110,22 +112,7 @@ class LexManifest:
         return manifest if manifest.format == FORMAT else None
 
     def save(self, path: Path) -> None:
-        """Write atomically: a temporary file, fsync, rename over, fsync the folder."""
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(asdict(self), fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        save_json(path, asdict(self))
 
 
 class Segment:
@@ -375,7 +362,7 @@ def _write(where: Path, arrays: dict[str, npt.NDArray[Any]], sessions: Sequence[
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, where)
-        _fsync_dir(where.parent)
+        fsync_dir(where.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -32,9 +32,11 @@ __all__ = [
     "RowBatch",
     "file_lock",
     "filter_expression",
+    "fsync_dir",
     "index_root",
     "read_after",
     "read_ids",
+    "save_json",
     "session_key",
     "store_id",
 ]
@@ -189,18 +191,28 @@ class Manifest:
         return manifest
 
     def save(self, path: Path) -> None:
-        """Write atomically: a temporary file, fsync, rename over, fsync the folder."""
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(asdict(self), fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        save_json(path, asdict(self))
+
+
+def save_json(path: Path, data: object) -> None:
+    """Write a manifest atomically: a temporary file, fsync, rename over, fsync the
+    folder (shared by every on-disk index)."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new entry in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
