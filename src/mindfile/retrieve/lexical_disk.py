@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -50,6 +51,7 @@ __all__ = ["FORMAT", "Flat", "LexManifest", "Segment", "collect", "merge", "term
 logger = logging.getLogger("mindfile.retrieve")
 
 FORMAT = 1
+_LOAD_LOCK = threading.Lock()
 _ARRAYS = (
     "term_hash",
     "term_off",
@@ -122,15 +124,20 @@ class Segment:
         self, folder: Path, generation: str, docs: int, postings: int, total_len: float
     ) -> None:
         where = folder / generation
-        arrays: dict[str, Any] = {
-            name: np.load(where / f"{name}.npy", mmap_mode="r", allow_pickle=False)
-            for name in _ARRAYS
-        }
+        # np.load parses each header with ast.literal_eval, and CPython 3.11's parser is
+        # not safe when threads parse at once ("AST constructor recursion depth
+        # mismatch", seen under the thread stress test): one load at a time.
+        with _LOAD_LOCK:
+            arrays: dict[str, Any] = {
+                name: np.load(where / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+                for name in _ARRAYS
+            }
         sessions = json.loads((where / "sessions.json").read_text(encoding="utf-8"))
         dead = where / "dead.npy"
-        self.dead: npt.NDArray[np.int64] = (
-            np.load(dead, allow_pickle=False) if dead.exists() else np.zeros(0, np.int64)
-        )
+        with _LOAD_LOCK:
+            self.dead: npt.NDArray[np.int64] = (
+                np.load(dead, allow_pickle=False) if dead.exists() else np.zeros(0, np.int64)
+            )
         self.generation = generation
         self.expected = (docs, postings)
         self.total_len = total_len
