@@ -543,9 +543,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         base is republished without it, an on-disk ANN base rebuilt (docs/privacy.md)."""
         if self.lexical is not None:
             self.lexical.purge()
-        purge_index = getattr(self.index, "purge", None)
-        if purge_index is not None:
-            purge_index()
+        self.index.purge()
 
     def sync(
         self,

@@ -514,11 +514,8 @@ class AnnIndex:
         file under the index folder keeps a deleted chunk's vector (an incremental merge
         may only tombstone it inside the ANN library's files). Waits for the build lock;
         costs a full build (benchmarks/README.md)."""
-        with self._db.lock, self._lock:
-            self._catch_up_locked()
-        if not self.merge(full=True, blocking=True):
-            return
-        self._catch_up()
+        if self.merge(full=True, blocking=True):
+            self._catch_up()
 
     def rebuild(self) -> None:
         """Drop the published base and build a new one from ``chunks_vec``.

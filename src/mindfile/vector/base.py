@@ -71,6 +71,11 @@ class VectorIndex(Protocol):
         """How many vectors the index holds after catching up."""
         ...
 
+    def purge(self) -> None:
+        """After deletes: leave no deleted vector in files outside the store (a no-op
+        for indexes that keep none there; docs/privacy.md)."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -119,6 +119,9 @@ class ExactIndex:
     def invalidate(self) -> None:
         self._dirty = True
 
+    def purge(self) -> None:
+        """Nothing to do: this index keeps no file outside the store."""
+
     def rebuild(self) -> None:
         with self._db.lock, self._lock:
             self._reset()
