@@ -284,10 +284,13 @@ class Guard:
         for name, value in scope.get("headers", []):
             if name == b"content-length":
                 try:
-                    if int(value) > self.max_body_bytes:
-                        return None
+                    declared = int(value)
                 except ValueError:
-                    pass
+                    continue
+                if declared > self.max_body_bytes:
+                    if declared <= DRAIN_BYTES:
+                        await _discard(receive)
+                    return None
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -297,10 +300,28 @@ class Guard:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
+                if message.get("more_body", False):
+                    await _discard(receive)
                 return None
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+
+#: An over-limit upload is read (and dropped) up to this size before the 413 goes out:
+#: closing a connection whose upload is still arriving resets it, and the client loses
+#: the answer. Larger uploads are answered at once and the connection closed.
+DRAIN_BYTES = 64 * 1024 * 1024
+
+
+async def _discard(receive: Receive) -> None:
+    """Read and drop the rest of a request body, up to ``DRAIN_BYTES``."""
+    seen = 0
+    while seen <= DRAIN_BYTES:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
+        seen += len(message.get("body", b""))
 
 
 def _loopback_host(scope: Scope) -> bool:
