@@ -29,7 +29,7 @@ from itertools import chain, compress
 from operator import not_
 from typing import Any
 
-__all__ = ["FastWordPiece"]
+__all__ = ["FastWordPiece", "median_token_length"]
 
 _DROP = {c: None for c in (*range(32), 127) if chr(c) not in "\t\n\r"}
 _WORDS = re.compile(r"[a-z0-9]+|[!-/:-@\[-`{-~]")
@@ -63,9 +63,28 @@ class FastWordPiece:
         """The fast path for a model2vec ``StaticModel``, or None if its tokenizer is not
         exactly BERT uncased WordPiece (then only the real tokenizer is right)."""
         try:
-            spec = json.loads(model.tokenizer.to_str())
+            if model.token_mapping is not None or model.weights is not None:
+                return None
+            return cls.for_tokenizer(
+                model.tokenizer,
+                json.loads(model.tokenizer.to_str()),
+                model.max_length,
+                model.median_token_length,
+            )
+        except (AttributeError, TypeError, ValueError):
+            return None
+
+    @classmethod
+    def for_tokenizer(
+        cls, tokenizer: Any, spec: dict[str, Any], max_length: Any, median_token_length: int
+    ) -> FastWordPiece | None:
+        """The fast path for a tokenizer (``spec``: its parsed ``tokenizer.json``) as
+        model2vec uses it with ``max_length`` and the vocabulary's median token length
+        (:func:`median_token_length`); None unless it is BERT uncased WordPiece."""
+        try:
             normalizer = spec.get("normalizer") or {}
             wordpiece = spec.get("model") or {}
+            unk = tokenizer.token_to_id(wordpiece.get("unk_token") or "")
             bert = (
                 normalizer.get("type") == "BertNormalizer"
                 and normalizer.get("clean_text") is True
@@ -73,10 +92,8 @@ class FastWordPiece:
                 and (spec.get("pre_tokenizer") or {}).get("type") == "BertPreTokenizer"
                 and wordpiece.get("type") == "WordPiece"
                 and wordpiece.get("continuing_subword_prefix") == "##"
-                and model.unk_token_id is not None
-                and model.token_mapping is None
-                and model.weights is None
-                and isinstance(model.max_length, int)
+                and unk is not None
+                and isinstance(max_length, int)
             )
             if not bert:
                 return None
@@ -86,10 +103,10 @@ class FastWordPiece:
             if not all(added):
                 return None
             return cls(
-                model.tokenizer,
-                int(model.unk_token_id),
-                int(model.max_length),
-                int(model.max_length * model.median_token_length),
+                tokenizer,
+                int(unk),
+                int(max_length),
+                int(max_length * median_token_length),
                 int(wordpiece.get("max_input_chars_per_word", 100)),
                 added,
             )
@@ -147,3 +164,15 @@ class FastWordPiece:
                 self._cache.clear()
             self._cache.update(learned)
         return learned
+
+
+def median_token_length(vocab: dict[str, int]) -> int:
+    """model2vec's ``StaticModel.median_token_length``: the median length of the
+    vocabulary's tokens, in characters (it sets the character cut of long texts)."""
+    lengths = sorted(len(token) for token in vocab)
+    if not lengths:
+        return 0
+    mid = len(lengths) // 2
+    if len(lengths) % 2:
+        return lengths[mid]
+    return int((lengths[mid - 1] + lengths[mid]) / 2)

@@ -10,12 +10,14 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from mindfile.embed._wordpiece import FastWordPiece
+from mindfile.embed._wordpiece import FastWordPiece, median_token_length
 from mindfile.embed._worker import MIN_CHARS, EmbedWorker, worker_allowed
 from mindfile.embed.base import Vector, Vectors, check_vectors
 from mindfile.errors import BackendUnavailableError, EmbeddingError
@@ -52,8 +54,10 @@ class StaticEmbedder:
         # (docs/retrieval.md). Other model2vec models keep the seed's weights.
         self.fusion_weights: tuple[float, float] | None = (0.3, 0.7) if path is None else None
         self._model: Any = None
+        self._parts: _Parts | None = None
         self._fast: FastWordPiece | None = None
         self._lock = threading.Lock()
+        self._model_lock = threading.Lock()
         # Large batches in a helper process (embed/_worker.py): None = where allowed.
         use_worker = worker_allowed() if worker is None else bool(worker)
         self._worker = EmbedWorker(None if path is None else self._path) if use_worker else None
@@ -66,19 +70,45 @@ class StaticEmbedder:
     def dimensions(self) -> int:
         return self._dims
 
-    def _load(self) -> Any:
-        if self._model is None:
+    def _ready(self) -> _Parts:
+        """What the fast path needs: the float32 matrix, the tokenizer and the ASCII
+        tokenizer over it, read straight from the model's files (~0.06 s). model2vec's
+        ``from_pretrained`` costs ~0.25 s more (it imports huggingface_hub and deep-copies
+        the tokenizer); it is loaded only for texts the fast path does not take."""
+        parts = self._parts
+        if parts is None:
             with self._lock:
+                parts = self._parts
+                if parts is None:
+                    parts = _read_parts(self._path)
+                    if parts is None:  # not the plain layout: model2vec reads it
+                        model = self._load_model()
+                        parts = _Parts(
+                            model.embedding,
+                            bool(model.normalize),
+                            FastWordPiece.for_model(model),
+                        )
+                    self._fast = parts.fast
+                    self._parts = parts
+        return parts
+
+    def _load(self) -> Any:
+        """model2vec's ``StaticModel`` for this model (its embedding in float32)."""
+        self._ready()
+        return self._load_model()
+
+    def _load_model(self) -> Any:
+        if self._model is None:
+            with self._model_lock:
                 if self._model is None:
                     from model2vec import StaticModel
 
                     model = StaticModel.from_pretrained(str(self._path))
-                    # The weights ship as float16 (half the package); numpy's float16
-                    # arithmetic is emulated and slow, so pool in float32: 1.7x faster
-                    # on 1,000-character chunks, vectors equal to cosine 0.9999998.
-                    if model.embedding.dtype == np.float16:
-                        model.embedding = model.embedding.astype(np.float32)
-                    self._fast = FastWordPiece.for_model(model)
+                    parts = self._parts
+                    if parts is not None and parts.matrix.shape == model.embedding.shape:
+                        model.embedding = parts.matrix  # one float32 copy, shared
+                    elif model.embedding.dtype == np.float16:
+                        model.embedding = _as_float32(model.embedding)
                     self._model = model
         return self._model
 
@@ -91,21 +121,23 @@ class StaticEmbedder:
             if got is not None:
                 return check_vectors(got, len(texts), self._dims, self._model_id)
         try:
-            out = self._encode(self._load(), list(texts))
+            out = self._encode(list(texts))
         except Exception as exc:  # a third-party failure must surface as our error
             raise EmbeddingError(f"model2vec failed: {exc}") from exc
         return check_vectors(out, len(texts), self._dims, self._model_id)
 
-    def _encode(self, model: Any, texts: list[str]) -> Vectors:
+    def _encode(self, texts: list[str]) -> Vectors:
         """``model.encode(texts)``, with ASCII texts tokenized by the fast path
         (:mod:`mindfile.embed._wordpiece`: same ids) and pooled as model2vec pools."""
-        fast = self._fast
+        parts = self._ready()
+        fast = parts.fast
         ids = [None] * len(texts) if fast is None else fast.ids_many(texts)
         slow = [i for i, row in enumerate(ids) if row is None]
         if len(slow) == len(texts):
-            return np.asarray(model.encode(texts, show_progress_bar=False))
+            return np.asarray(self._load_model().encode(texts, show_progress_bar=False))
         out = np.zeros((len(texts), self._dims), dtype=np.float32)
         if slow:
+            model = self._load_model()
             out[slow] = model.encode([texts[i] for i in slow], show_progress_bar=False)
         # model2vec's pooling (StaticModel._encode_batch): texts of one token count
         # together, mean of their token vectors, then L2 normalisation.
@@ -113,11 +145,11 @@ class StaticEmbedder:
         for i, row in enumerate(ids):
             if row:
                 buckets[len(row)].append(i)
-        embedding = model.embedding
+        embedding = parts.matrix
         for indices in buckets.values():
             matrix = np.array([ids[i] for i in indices], dtype=np.int64)
             pooled = embedding[matrix].mean(axis=1).astype(np.float32)
-            if model.normalize:
+            if parts.normalize:
                 pooled /= np.linalg.norm(pooled, axis=1, keepdims=True) + 1e-32
             out[indices] = pooled
         return out
@@ -130,6 +162,60 @@ class StaticEmbedder:
     def embed_query(self, text: str) -> Vector:
         row: Vector = self.embed_documents([text])[0]
         return row
+
+
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    matrix: npt.NDArray[np.float32]
+    normalize: bool
+    fast: FastWordPiece | None
+
+
+def _as_float32(matrix: Any) -> npt.NDArray[np.float32]:
+    # The weights ship as float16 (half the package); numpy's float16 arithmetic is
+    # emulated and slow, so pool in float32: 1.7x faster on 1,000-character chunks,
+    # vectors equal to cosine 0.9999998.
+    return np.ascontiguousarray(matrix, dtype=np.float32)
+
+
+def _read_parts(path: Path) -> _Parts | None:
+    """The model's matrix, tokenizer and fast path from the plain model2vec layout
+    (``model.safetensors`` with only ``embeddings``, ``tokenizer.json``,
+    ``config.json``) as ``StaticModel.from_pretrained`` would set them; None for any
+    other layout, or a tokenizer the fast path does not cover."""
+    import json
+
+    from safetensors import safe_open
+    from tokenizers import Tokenizer
+
+    files = [path / "model.safetensors", path / "tokenizer.json", path / "config.json"]
+    if not all(f.is_file() for f in files):
+        return None
+    with safe_open(str(files[0]), framework="numpy") as tensors:
+        if set(tensors.keys()) != {"embeddings"}:
+            return None  # vocabulary-quantised weights or a token mapping
+        matrix = _as_float32(tensors.get_tensor("embeddings"))
+    text = files[1].read_text("utf-8")
+    spec = json.loads(text)
+    config = json.loads(files[2].read_text("utf-8"))
+    vocab = (spec.get("model") or {}).get("vocab")
+    if not isinstance(vocab, dict) or len(vocab) != len(matrix):
+        return None
+    tokenizer = Tokenizer.from_str(text)
+    padding = tokenizer.padding
+    if padding is not None:  # as model2vec does: keep the pad token, never pad
+        tokenizer.enable_padding(
+            pad_id=padding["pad_id"],
+            pad_token=padding["pad_token"],
+            pad_type_id=padding["pad_type_id"],
+            length=0,
+        )
+    fast = FastWordPiece.for_tokenizer(
+        tokenizer, spec, config.get("max_length", 512), median_token_length(vocab)
+    )
+    if fast is None:
+        return None
+    return _Parts(matrix, bool(config.get("normalize", False)), fast)
 
 
 def _read_dims(path: Path) -> int:
