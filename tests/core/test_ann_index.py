@@ -23,12 +23,15 @@ from mindfile.embed.base import to_blob
 from mindfile.errors import ConfigError
 from mindfile.vector import VectorFilter
 from mindfile.vector.ann import MANIFEST, AnnIndex, Manifest
+from mindfile.vector.exact import ExactIndex
+from mindfile.vector.exact_disk import ExactDiskIndex
 from mindfile.vector.lance_index import LanceIndex
 from mindfile.vector.zvec_index import ZvecIndex
 
 from ._support import assert_same_ranking, oracle
 
-ANN = ["zvec", "lancedb"]
+#: "exact" on a store file: the exact index's arrays published and mapped the same way.
+ANN = ["zvec", "lancedb", "exact"]
 DIMS = 16
 SESSIONS = ["a", "b", "c", "d"]
 
@@ -41,7 +44,7 @@ def ann(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(autouse=True)
 def merge_eagerly(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every change is folded into the on-disk base at once, in the calling thread."""
-    for cls in (ZvecIndex, LanceIndex):
+    for cls in (ZvecIndex, LanceIndex, ExactDiskIndex):
         monkeypatch.setattr(cls, "min_delta", 0)
         monkeypatch.setattr(cls, "background", False)
 
@@ -106,6 +109,7 @@ def test_base_lives_next_to_the_store_and_is_shared(ann: str, db_path: Path) -> 
             assert len(index(other)._delta) == 0
 
 
+@pytest.mark.parametrize("ann", ["zvec", "lancedb"])
 def test_in_memory_store_uses_a_temporary_folder(ann: str) -> None:
     with mindfile.open(":memory:", embedder=f"hash:{DIMS}", vector_index=ann) as mem:
         fill(mem, 20)
@@ -139,10 +143,11 @@ def test_another_process_merges_while_this_one_reads(ann: str, db_path: Path) ->
         """
         import sys
         import mindfile
+        from mindfile.vector.exact_disk import ExactDiskIndex
         from mindfile.vector.lance_index import LanceIndex
         from mindfile.vector.zvec_index import ZvecIndex
 
-        for cls in (ZvecIndex, LanceIndex):
+        for cls in (ZvecIndex, LanceIndex, ExactDiskIndex):
             cls.min_delta, cls.background = 0, False
         path, index = sys.argv[1], sys.argv[2]
         with mindfile.open(path, vector_index=index) as mem:
@@ -242,10 +247,11 @@ HANG = textwrap.dedent(
     from pathlib import Path
     import mindfile
     from mindfile.vector import ann
+    from mindfile.vector.exact_disk import ExactDiskIndex
     from mindfile.vector.lance_index import LanceIndex
     from mindfile.vector.zvec_index import ZvecIndex
 
-    for cls in (ZvecIndex, LanceIndex):
+    for cls in (ZvecIndex, LanceIndex, ExactDiskIndex):
         cls.min_delta, cls.background = 0, False
     path, index, marker = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     ann.READ_BATCH = 8
@@ -323,7 +329,8 @@ def test_lance_versions_a_dead_merge_committed_are_ignored(db_path: Path) -> Non
 def test_merges_run_in_the_background(
     ann: str, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cls = ZvecIndex if ann == "zvec" else LanceIndex
+    classes = {"zvec": ZvecIndex, "lancedb": LanceIndex, "exact": ExactDiskIndex}
+    cls = classes[ann]
     monkeypatch.setattr(cls, "background", True)
     monkeypatch.setattr(cls, "min_delta", 25)
     with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=ann) as mem:
@@ -350,11 +357,67 @@ def test_missing_package_is_a_config_error(
         mindfile.open(":memory:", embedder="hash", vector_index=name)
 
 
+@pytest.mark.parametrize("ann", ["zvec", "lancedb"])
 def test_read_only_store_refuses_an_ann_index(ann: str, db_path: Path) -> None:
     with mindfile.open(db_path, embedder="hash") as mem:
         mem.store("a", 1, "hello")
     with pytest.raises(ConfigError):
         mindfile.open(db_path, vector_index=ann, read_only=True)
+
+
+@pytest.mark.parametrize("read_only", [True, False])
+def test_exact_keeps_its_vectors_in_memory_where_it_cannot_publish(
+    db_path: Path, read_only: bool
+) -> None:
+    """Read-only and in-memory stores get the in-heap exact index: same results."""
+    where = str(db_path) if read_only else ":memory:"
+    with mindfile.open(where, embedder=f"hash:{DIMS}", vector_index="exact") as mem:
+        fill(mem, 30)
+        if read_only:
+            mem.close()
+            mem = mindfile.open(where, vector_index="exact", read_only=True)
+        with mem:
+            assert isinstance(mem.index, ExactIndex)
+            check_all(mem)
+
+
+def test_exact_base_with_codes_is_searched_like_the_heap_index(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A base large enough for the codes (threshold lowered): published with them,
+    mapped, searched through the three stages; merges copy kept rows' codes and encode
+    new ones; results and scores equal the in-heap index's, filters included."""
+    monkeypatch.setattr(ExactDiskIndex, "quantize_from", 100)
+    monkeypatch.setattr(ExactDiskIndex, "min_delta", 200)
+    monkeypatch.setattr(ExactDiskIndex, "delta_fraction", 0.0)
+    dims = 32
+    with mindfile.open(db_path, embedder=f"hash:{dims}", vector_index="exact") as mem:
+        mem.store_many([(SESSIONS[i % 4], i, f"memory {i} of many") for i in range(3000)])
+        assert mem.index.size() == 3000  # publishes the base
+        assert mem.index.size() == 3000  # and maps it
+        base = index(mem)._reader
+        assert base is not None and base._rows.codes is not None  # type: ignore[attr-defined]
+        first = base.manifest
+        # A merge: rewrite some, delete some, add some.
+        mem.forget("b")
+        mem.store_many([("e", i, f"later memory {i}") for i in range(400)])
+        assert mem.index.size() == 3000 - 750 + 400
+        assert mem.index.size() == 2650
+        merged = index(mem)._reader
+        assert merged is not None and merged.manifest.generation != first.generation
+        assert merged._rows.codes is not None  # type: ignore[attr-defined]
+        heap = ExactIndex(mem.db, dims, quantize_from=100, background=False)
+        try:
+            for seed in range(20):
+                query = unit(seed, dims)
+                for where in (None, VectorFilter(session_ids=["c", "e"])):
+                    got = mem.index.search(query, 10, where=where)
+                    assert got == heap.search(query, 10, where=where)
+                    sessions = None if where is None else ["c", "e"]
+                    full = oracle(mem, query, 10**9, sessions=sessions)
+                    assert_same_ranking(got, full, 10)
+        finally:
+            heap.close()
 
 
 def test_the_ann_path_at_a_size_that_trains_an_index(ann: str, db_path: Path) -> None:
@@ -398,9 +461,10 @@ def test_oracle_histories_with_a_delta_that_is_not_always_merged(
 
     from .test_vector_index import IndexMachine
 
-    for cls in (ZvecIndex, LanceIndex):
+    for cls in (ZvecIndex, LanceIndex, ExactDiskIndex):
         monkeypatch.setattr(cls, "min_delta", min_delta)
-    machine = type(f"Machine_{ann}_{min_delta}", (IndexMachine,), {"index_name": ann})
+    attrs = {"index_name": ann, "in_file": ann == "exact"}
+    machine = type(f"Machine_{ann}_{min_delta}", (IndexMachine,), attrs)
     run_state_machine_as_test(
         machine, settings=settings(max_examples=15, stateful_step_count=20, deadline=None)
     )

@@ -76,15 +76,16 @@ def test_threads_on_the_sqlite_vec_index(tmp_path: Path) -> None:
     assert report.total > 100
 
 
-@pytest.mark.parametrize("index", ["zvec", "lancedb"])
+@pytest.mark.parametrize("index", ["zvec", "lancedb", "exact"])
 def test_threads_on_an_ann_index_merging_in_the_background(
     tmp_path: Path, index: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Background merges (every 50 changes here) while threads write and search."""
+    from mindfile.vector.exact_disk import ExactDiskIndex
     from mindfile.vector.lance_index import LanceIndex
     from mindfile.vector.zvec_index import ZvecIndex
 
-    for cls in (ZvecIndex, LanceIndex):
+    for cls in (ZvecIndex, LanceIndex, ExactDiskIndex):
         monkeypatch.setattr(cls, "min_delta", 50)
     report = run_stress(
         tmp_path / "ann.db", seconds=5, threads=6, stall_seconds=20, vector_index=index

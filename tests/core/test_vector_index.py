@@ -7,8 +7,10 @@ same answers.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 from pathlib import Path
@@ -22,6 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_s
 
 import mindfile
 from mindfile.vector import VectorFilter
+from mindfile.vector.exact_disk import ExactDiskIndex
 from mindfile.vector.lance_index import LanceIndex
 from mindfile.vector.zvec_index import ZvecIndex
 
@@ -42,7 +45,7 @@ def merge_eagerly(monkeypatch: pytest.MonkeyPatch) -> None:
     At these sizes (at most a few hundred vectors) HNSW with ef=300 and LanceDB's flat
     scan (no IVF index below 4,096 rows) find the exact neighbours, and every score is
     rescored from SQLite: the same oracle and tolerance as the exact indexes apply."""
-    for cls in (ZvecIndex, LanceIndex):
+    for cls in (ZvecIndex, LanceIndex, ExactDiskIndex):
         monkeypatch.setattr(cls, "min_delta", 0)
         monkeypatch.setattr(cls, "background", False)
 
@@ -86,14 +89,20 @@ def check(
 
 class IndexMachine(RuleBasedStateMachine):
     index_name = "exact"
+    #: A store file instead of ":memory:" ("exact" maps its arrays from disk only then).
+    in_file = False
 
     def __init__(self) -> None:
         super().__init__()
-        self.mem = mindfile.open(":memory:", embedder=f"hash:{DIMS}", vector_index=self.index_name)
+        self.folder = tempfile.mkdtemp(prefix="mindfile-machine-") if self.in_file else None
+        where = ":memory:" if self.folder is None else str(Path(self.folder) / "m.db")
+        self.mem = mindfile.open(where, embedder=f"hash:{DIMS}", vector_index=self.index_name)
         self.next_seq = dict.fromkeys(SESSIONS, 0)
 
     def teardown(self) -> None:
         self.mem.close()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def _rowids(self) -> list[int]:
         return [int(r[0]) for r in self.mem.db.query("SELECT chunk_rowid FROM chunks_vec")]
@@ -148,9 +157,10 @@ class IndexMachine(RuleBasedStateMachine):
         assert self.mem.index.size() == len(self._rowids())
 
 
-@pytest.mark.parametrize("name", INDEXES)
-def test_index_matches_brute_force_oracle(name: str) -> None:
-    machine = type(f"Machine_{name}", (IndexMachine,), {"index_name": name})
+@pytest.mark.parametrize(("name", "in_file"), [*((n, False) for n in INDEXES), ("exact", True)])
+def test_index_matches_brute_force_oracle(name: str, in_file: bool) -> None:
+    attrs = {"index_name": name, "in_file": in_file}
+    machine = type(f"Machine_{name}_{in_file}", (IndexMachine,), attrs)
     run_state_machine_as_test(
         machine, settings=settings(max_examples=20, stateful_step_count=20, deadline=None)
     )

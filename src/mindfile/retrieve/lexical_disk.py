@@ -34,7 +34,6 @@ import json
 import logging
 import os
 import shutil
-import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -44,6 +43,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from mindfile.vector.ann_disk import LOAD_LOCK as _LOAD_LOCK
 from mindfile.vector.ann_disk import fsync_dir, save_json
 
 __all__ = ["FORMAT", "Flat", "LexManifest", "Segment", "collect", "merge", "term_hash"]
@@ -51,7 +51,6 @@ __all__ = ["FORMAT", "Flat", "LexManifest", "Segment", "collect", "merge", "term
 logger = logging.getLogger("mindfile.retrieve")
 
 FORMAT = 1
-_LOAD_LOCK = threading.Lock()
 _ARRAYS = (
     "term_hash",
     "term_off",

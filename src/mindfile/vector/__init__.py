@@ -42,8 +42,19 @@ def _lancedb(db: Database, dims: int) -> VectorIndex:
     return LanceIndex(db, dims)
 
 
+def _exact(db: Database, dims: int) -> VectorIndex:
+    """The exact index: its arrays published next to a writable store file and mapped
+    by every process (vector/exact_disk.py); in the heap for in-memory and read-only
+    stores (vector/exact.py). Same results either way."""
+    if db.readonly or db.in_memory:
+        return ExactIndex(db, dims)
+    from mindfile.vector.exact_disk import ExactDiskIndex
+
+    return ExactDiskIndex(db, dims)
+
+
 _INDEXES: dict[str, Callable[[Database, int], VectorIndex]] = {
-    "exact": ExactIndex,
+    "exact": _exact,
     "sqlite-vec": SqliteVecIndex,
     "zvec": _zvec,
     "lancedb": _lancedb,

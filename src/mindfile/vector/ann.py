@@ -29,6 +29,7 @@ built yet, corrupt, another model) every vector is in the delta: the index is ex
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -57,7 +58,7 @@ from mindfile.vector.ann_disk import (
     session_key,
     store_id,
 )
-from mindfile.vector.base import VectorFilter, changes_since
+from mindfile.vector.base import VectorFilter, changes_since, row_dots
 
 __all__ = ["AnnBackend", "AnnIndex", "Manifest", "RowBatch", "index_root", "session_key"]
 
@@ -92,6 +93,22 @@ class BaseReader:
 
     def count_present(self, rowids: Sequence[int]) -> int:
         """How many of ``rowids`` this generation holds."""
+        raise NotImplementedError
+
+    #: True when the base is exact: :meth:`scored_candidates` gives final scores, and
+    #: nothing is rescored from SQLite.
+    scored = False
+
+    def scored_candidates(
+        self,
+        query: npt.NDArray[np.float32],
+        k: int,
+        *,
+        session_keys: Sequence[int] | None,
+        rowids: Sequence[int] | npt.NDArray[np.int64] | None,
+        exclude: Sequence[int],
+    ) -> list[tuple[int, float]]:
+        """The top ``k`` ``(chunk id, cosine)`` passing the filters (exact bases only)."""
         raise NotImplementedError
 
     def _close(self) -> None:
@@ -238,12 +255,12 @@ class _Delta:
             allowed = np.isin(ids, where.rowids)
             mask = allowed if mask is None else mask & allowed
         if mask is None:
-            idx, scores = None, matrix @ query
+            idx, scores = None, row_dots(matrix, query)
         else:
             idx = np.flatnonzero(mask)
             if not len(idx):
                 return []
-            scores = matrix[idx] @ query
+            scores = row_dots(matrix[idx], query)
         if k < len(scores):
             part = np.argpartition(-scores, k - 1)[:k]
             # Keep every score tied with the k-th, as the exact index does.
@@ -284,8 +301,7 @@ class AnnIndex:
         self._thread: threading.Thread | None = None
         self._store, self._model = self._identity()
         root, self._temporary = index_root(db)
-        self.folder = root / backend.name
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.folder = root / backend.name  # made by the first merge
         self._manifest_path = self.folder / MANIFEST
         self._manifest_sig: tuple[int, int, int] | None = None
         self._reader: BaseReader | None = None
@@ -340,6 +356,19 @@ class AnnIndex:
             assert manifest is not None
             try:
                 reader = self._backend.open(self.folder, manifest)
+            except FileNotFoundError:
+                # Another process may have published a newer generation and removed
+                # this one between our reading the manifest and opening it.
+                newer = Manifest.load(self._manifest_path)
+                if newer != manifest and self._valid(newer):
+                    assert newer is not None
+                    manifest = newer
+                    with contextlib.suppress(Exception):
+                        reader = self._backend.open(self.folder, newer)
+                if reader is None:
+                    logger.warning("vector index %s lost its generation; rebuilding", self.folder)
+                    self._force_full = True
+                    self._want_merge = True
             except Exception as exc:  # a damaged generation: serve exactly, rebuild it
                 logger.warning("vector index %s is damaged (%s); rebuilding", self.folder, exc)
                 self._force_full = True
@@ -443,6 +472,7 @@ class AnnIndex:
         returns False at once when another process holds it. Never call it holding the
         database lock.
         """
+        self.folder.mkdir(parents=True, exist_ok=True)
         with file_lock(self.folder / BUILD_LOCK, blocking=blocking) as got:
             if not got:
                 return False
@@ -573,24 +603,34 @@ class AnnIndex:
                 reader.acquire()
             hits = delta.search(q, k, where)
         if reader is not None:
+            keys = (
+                None
+                if where is None or where.session_ids is None
+                else [session_key(s) for s in where.session_ids]
+            )
+            rowids = None if where is None or where.rowids is None else where.rowids
             try:
-                ids = reader.candidates(
-                    q,
-                    int(self.candidate_factor * k) + self.margin,
-                    session_keys=None
-                    if where is None or where.session_ids is None
-                    else [session_key(s) for s in where.session_ids],
-                    rowids=None
-                    if where is None or where.rowids is None
-                    else [int(r) for r in where.rowids],
-                    exclude=tombstones,
-                )
+                if reader.scored:  # exact: its scores are final
+                    base_hits = reader.scored_candidates(
+                        q, k, session_keys=keys, rowids=rowids, exclude=tombstones
+                    )
+                else:
+                    ids = reader.candidates(
+                        q,
+                        int(self.candidate_factor * k) + self.margin,
+                        session_keys=keys,
+                        rowids=None if rowids is None else [int(r) for r in rowids],
+                        exclude=tombstones,
+                    )
             finally:
                 reader.release()
             skip = {i for i, _ in hits}
             skip.update(tombstones)
-            fresh = list(dict.fromkeys([*ids, *reader.manifest.zeros]))
-            hits.extend(self._rescore([i for i in fresh if i not in skip], q, where))
+            if reader.scored:
+                hits.extend(h for h in base_hits if h[0] not in skip)
+            else:
+                fresh = list(dict.fromkeys([*ids, *reader.manifest.zeros]))
+                hits.extend(self._rescore([i for i in fresh if i not in skip], q, where))
         hits.sort(key=lambda h: (-h[1], -h[0]))
         return hits[:k]
 
@@ -609,7 +649,7 @@ class AnnIndex:
             keep &= np.array([s in allowed for s in rows.sessions], dtype=np.bool_)
         if where is not None and where.rowids is not None:
             keep &= np.isin(rows.ids, where.rowids)
-        scores = rows.matrix @ query
+        scores = row_dots(rows.matrix, query)
         return [(int(i), float(s)) for i, s, ok in zip(rows.ids, scores, keep, strict=True) if ok]
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 import urllib.parse
 import uuid
 from collections.abc import Iterator, Sequence
@@ -192,6 +193,21 @@ class Manifest:
 
     def save(self, path: Path) -> None:
         save_json(path, asdict(self))
+
+
+#: np.load parses each header with ast.literal_eval, and CPython 3.11's parser is not
+#: safe when threads parse at once ("AST constructor recursion depth mismatch", seen
+#: under the thread stress test): every published index loads one array at a time.
+LOAD_LOCK = threading.Lock()
+
+
+def load_array(path: Path, *, mapped: bool = True) -> npt.NDArray[Any]:
+    """A published ``.npy`` array, memory-mapped read-only (or read, ``mapped=False``)."""
+    with LOAD_LOCK:
+        array: npt.NDArray[Any] = np.load(
+            path, mmap_mode="r" if mapped else None, allow_pickle=False
+        )
+    return array
 
 
 def save_json(path: Path, data: object) -> None:

@@ -121,6 +121,20 @@ def changes_since(db: Database, seen: int | None) -> tuple[int, list[int] | None
     return newest, list(dict.fromkeys(int(r[0]) for r in rows))
 
 
+def row_dots(
+    matrix: npt.NDArray[np.float32], q: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float32]:
+    """``matrix @ q``, row by row: numpy's vecdot streams the rows on one core (3.9 ms
+    at 117k x 256), where OpenBLAS's matrix-vector kernel takes 6 ms on two cores (11 ms
+    on one) and spins its threads between calls. Each row's score is computed alike
+    whatever matrix holds it, so indexes that split vectors (a base and a delta) give
+    the same float32 scores as one matrix."""
+    if hasattr(np, "vecdot"):
+        out: npt.NDArray[np.float32] = np.vecdot(matrix, q)
+        return out
+    return matrix @ q
+
+
 def blob_matrix(blobs: Sequence[bytes], dims: int) -> npt.NDArray[np.float32]:
     """Stored vectors (little-endian float32 blobs) as one writable float32 matrix."""
     if not blobs:

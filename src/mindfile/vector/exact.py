@@ -46,9 +46,18 @@ from mindfile.vector.base import (
     changes_since,
     fetch_rows,
     fetch_rows_after,
+    row_dots,
 )
 
-__all__ = ["BITS", "QUANTIZE_FROM", "SHORTLIST_FRACTION", "SHORTLIST_MIN", "ExactIndex"]
+__all__ = [
+    "BITS",
+    "CODE_ARRAYS",
+    "QUANTIZE_FROM",
+    "SHORTLIST_FRACTION",
+    "SHORTLIST_MIN",
+    "ExactIndex",
+    "search_rows",
+]
 
 _G = TypeVar("_G", bound=np.generic)
 
@@ -75,7 +84,8 @@ _SEED = 20_261_125  # fixed projection: every process encodes alike
 _DOT_ROUNDING = 2 * 2.0**-24
 #: ``np.bitwise_count`` (numpy >= 2.0) is stage 1's popcount; without it, float32 only.
 _HAS_POPCOUNT = hasattr(np, "bitwise_count")
-_HAS_VECDOT = hasattr(np, "vecdot")
+#: The arrays that make up a set of codes (``_Codes.arrays``), as published on disk.
+CODE_ARRAYS = ("mean", "proj", "bits", "int8", "scale", "bound")
 
 
 class ExactIndex:
@@ -310,22 +320,9 @@ class ExactIndex:
                 return []
             q = np.asarray(query, dtype=np.float32)
             mask = self._mask(where)
-            idx = None if mask is None else np.flatnonzero(mask)
-            if idx is not None and len(idx) == 0:
-                return []
-            searched = n if idx is None else len(idx)
-            quant = self._quant
-            shortlist = max(SHORTLIST_MIN, math.ceil(SHORTLIST_FRACTION * searched))
-            if quant is not None and searched >= self._quantize_from and 4 * k <= shortlist:
-                rows = quant.search(q, k, n, mask, shortlist)
-                scores = _dot(self._matrix[rows], q)
-            elif idx is None:
-                rows, scores = None, _dot(self._matrix[:n], q)
-            else:
-                rows, scores = idx, _dot(self._matrix[idx], q)
-            ids = self._ids[:n] if rows is None else self._ids[rows]
-            top = _top_k(scores, ids, k)
-            return [(int(i), float(s)) for i, s in zip(ids[top], scores[top], strict=True)]
+            return search_rows(
+                self._matrix, self._ids, n, self._quant, q, k, mask, self._quantize_from
+            )
 
     def _mask(self, where: VectorFilter | None) -> npt.NDArray[np.bool_] | None:
         if where is None:
@@ -349,18 +346,51 @@ class _Codes:
     random projection (stage 1), int8 with a per-vector scale (stage 2), and each
     vector's bound on ``|(x - mean) . q - scale * (codes . q)| / |q|``."""
 
-    def __init__(self, mean: npt.NDArray[np.float32], fitted_on: int, cap: int) -> None:
+    def __init__(
+        self,
+        mean: npt.NDArray[np.float32],
+        fitted_on: int,
+        cap: int,
+        proj: npt.NDArray[np.float32] | None = None,
+    ) -> None:
         dims = len(mean)
         self.mean = mean
         self.fitted_on = fitted_on
-        rng = np.random.default_rng(_SEED)
-        self.proj = rng.standard_normal((dims, BITS)).astype(np.float32)
+        if proj is None:
+            proj = np.random.default_rng(_SEED).standard_normal((dims, BITS)).astype(np.float32)
+        self.proj = proj
         self.bits = np.zeros((BITS // 64, cap), dtype=np.uint64)  # word-major: one xor a word
         self.int8 = np.zeros((cap, dims), dtype=np.int8)
         self.scale = np.zeros(cap, dtype=np.float32)
         self.bound = np.zeros(cap, dtype=np.float32)
         # Scratch for one search at a time (searches hold the index's lock).
         self._scratch: dict[str, npt.NDArray[np.generic]] = {}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, npt.NDArray[np.generic]], fitted_on: int) -> _Codes:
+        """Codes over given arrays (:data:`CODE_ARRAYS`; e.g. memory-mapped from a
+        published generation, read-only: only :meth:`search` may be used on them)."""
+        codes = cls.__new__(cls)
+        codes.mean = arrays["mean"]  # type: ignore[assignment]
+        codes.proj = arrays["proj"]  # type: ignore[assignment]
+        codes.fitted_on = fitted_on
+        codes.bits = arrays["bits"]  # type: ignore[assignment]
+        codes.int8 = arrays["int8"]  # type: ignore[assignment]
+        codes.scale = arrays["scale"]  # type: ignore[assignment]
+        codes.bound = arrays["bound"]  # type: ignore[assignment]
+        codes._scratch = {}
+        return codes
+
+    def arrays(self, n: int) -> dict[str, npt.NDArray[np.generic]]:
+        """The first ``n`` rows' codes and the shared parts, by :data:`CODE_ARRAYS` name."""
+        return {
+            "mean": self.mean,
+            "proj": self.proj,
+            "bits": self.bits[:, :n],
+            "int8": self.int8[:n],
+            "scale": self.scale[:n],
+            "bound": self.bound[:n],
+        }
 
     @classmethod
     def fit(
@@ -512,6 +542,37 @@ class _Codes:
         return approx, slack
 
 
+def search_rows(
+    matrix: npt.NDArray[np.float32],
+    ids: npt.NDArray[np.int64],
+    n: int,
+    quant: _Codes | None,
+    q: npt.NDArray[np.float32],
+    k: int,
+    mask: npt.NDArray[np.bool_] | None,
+    quantize_from: int,
+) -> list[tuple[int, float]]:
+    """The top ``k`` ``(id, score)`` by ``q`` among the first ``n`` rows (those ``mask``
+    allows), through the codes when there are enough rows, else one float32 product.
+    ``quant`` is used by one search at a time (its scratch buffers)."""
+    idx = None if mask is None else np.flatnonzero(mask)
+    if idx is not None and len(idx) == 0:
+        return []
+    searched = n if idx is None else len(idx)
+    shortlist = max(SHORTLIST_MIN, math.ceil(SHORTLIST_FRACTION * searched))
+    rows: npt.NDArray[np.intp] | None
+    if quant is not None and searched >= quantize_from and 4 * k <= shortlist:
+        rows = quant.search(q, k, n, mask, shortlist)
+        scores = row_dots(matrix[rows], q)
+    elif idx is None:
+        rows, scores = None, row_dots(matrix[:n], q)
+    else:
+        rows, scores = idx, row_dots(matrix[idx], q)
+    held = ids[:n] if rows is None else ids[rows]
+    top = _top_k(scores, held, k)
+    return [(int(i), float(s)) for i, s in zip(held[top], scores[top], strict=True)]
+
+
 def _kth_largest(values: npt.NDArray[np.float32], k: int) -> float:
     return float(np.partition(values, len(values) - k)[len(values) - k])
 
@@ -550,16 +611,6 @@ def _load_all(db: Database, dims: int) -> VectorRows | None:
         return fetch_rows_after(db, 0, dims)  # a vector without its chunk: the joined read
     names = [owners[int(i)][1] for i in order[at]]
     return VectorRows(ids, matrix, names)
-
-
-def _dot(matrix: npt.NDArray[np.float32], q: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """``matrix @ q``, row by row: numpy's vecdot streams the rows on one core (3.9 ms
-    at 117k x 256), where OpenBLAS's matrix-vector kernel takes 6 ms on two cores (11 ms
-    on one) and spins its threads between calls."""
-    if _HAS_VECDOT:
-        out: npt.NDArray[np.float32] = np.vecdot(matrix, q)
-        return out
-    return matrix @ q
 
 
 def _grow(arr: npt.NDArray[_G], cap: int) -> npt.NDArray[_G]:
