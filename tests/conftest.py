@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -45,3 +46,28 @@ def mem_memory() -> Iterator[mindfile.Mindfile]:
     """An in-memory store with the hash embedder."""
     with mindfile.open(":memory:", embedder="hash") as store:
         yield store
+
+
+# -- Postgres (the storage seam's second backend; docs/postgres.md) ---------------------
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """A real PostgreSQL 18 + pgvector for the whole session (tests/pg_server.py)."""
+    import pg_server as support
+
+    server = support.start()
+    try:
+        yield server
+    finally:
+        support.stop(server)
+
+
+@pytest.fixture
+def pg_url(pg_server: Any) -> Iterator[str]:
+    """The URL of a fresh, empty database (pgvector available) on the session's server."""
+    url = pg_server.create_database()
+    try:
+        yield url
+    finally:
+        pg_server.drop_database(url)

@@ -16,6 +16,7 @@ from mindfile.errors import (
     BackendUnavailableError,
     ConfigError,
     ConflictError,
+    DatabaseConnectionError,
     EmbeddingError,
     InvalidInputError,
     InvalidTimeError,
@@ -27,6 +28,7 @@ from mindfile.errors import (
     SchemaError,
     ScopeError,
     StorageError,
+    UnsupportedBackendError,
 )
 from mindfile.files import SyncReport
 from mindfile.manage import (
@@ -75,6 +77,7 @@ __all__ = [
     "Context",
     "ContextConfig",
     "ContextItem",
+    "DatabaseConnectionError",
     "DecayPolicy",
     "Embedder",
     "EmbeddingCacheStats",
@@ -115,6 +118,7 @@ __all__ = [
     "SummaryWriteOutcome",
     "SweepResult",
     "SyncReport",
+    "UnsupportedBackendError",
     "__version__",
     "agents",
     "aopen",

@@ -4,13 +4,15 @@
 
     MindfileError                      code            http  exit
     ├── ConfigError                  config          500   3
+    │   └── UnsupportedBackendError  unsupported_backend 500 3
     ├── InvalidInputError            invalid_input   400   2
     │   └── LimitExceededError       limit_exceeded  413   2
     ├── NotFoundError                not_found       404   4
     ├── ConflictError                conflict        409   5
     ├── StorageError                 storage         500   6
     │   ├── SchemaError              schema          500   6
-    │   └── ReadOnlyError            read_only       409   6
+    │   ├── ReadOnlyError            read_only       409   6
+    │   └── DatabaseConnectionError  db_connection   503   6
     ├── EmbeddingError               embedding       502   7
     ├── BackendUnavailableError      unavailable     503   8
     └── LLMError                     llm             502   9
@@ -28,6 +30,7 @@ __all__ = [
     "BackendUnavailableError",
     "ConfigError",
     "ConflictError",
+    "DatabaseConnectionError",
     "EmbeddingError",
     "InvalidInputError",
     "InvalidTimeError",
@@ -39,6 +42,7 @@ __all__ = [
     "SchemaError",
     "ScopeError",
     "StorageError",
+    "UnsupportedBackendError",
 ]
 
 
@@ -67,6 +71,16 @@ class ConfigError(MindfileError):
 
     code = "config"
     exit_code = 3
+
+
+class UnsupportedBackendError(ConfigError):
+    """The store names a backend this Mindfile cannot run the engine on yet.
+
+    ``mindfile.open("postgresql://...")`` raises it until the engine runs on Postgres
+    (docs/postgres.md, "Status"); ``details["scheme"]`` is the URL's scheme.
+    """
+
+    code = "unsupported_backend"
 
 
 class InvalidInputError(MindfileError, ValueError):
@@ -135,6 +149,16 @@ class ReadOnlyError(StorageError):
 
     code = "read_only"
     http_status = 409
+
+
+class DatabaseConnectionError(StorageError):
+    """A database server (Postgres) could not be reached or refused the connection.
+
+    The message names the host and database, never the password (docs/postgres.md).
+    """
+
+    code = "db_connection"
+    http_status = 503
 
 
 class EmbeddingError(MindfileError):

@@ -1,10 +1,8 @@
-"""The storage seam's conformance fixture: one engine per backend.
+"""The storage seam's conformance fixture: one harness per backend.
 
-``store_backend`` is parametrised over the backends (only ``"sqlite"`` today); a second
-backend (Postgres) adds its name to ``BACKENDS`` and a branch below, and every test in
-this package then runs against it too. Tests reach the stores through
-``engine.stores`` and create prerequisite rows (sessions, events, chunks) through the
-public API, never with SQL, so they hold for any backend.
+``seam`` is parametrised over the backends; every test in this package runs against
+each. SQLite runs behind a real engine; Postgres on a fresh migrated database of the
+session's real server (tests/pg_server.py). See tests/storage/_seam.py.
 """
 
 from __future__ import annotations
@@ -15,15 +13,28 @@ from pathlib import Path
 import pytest
 
 import mindfile
+from mindfile.storage.postgres import PgDatabase, apply_pg_migrations
 
-BACKENDS = ["sqlite"]
+from ._seam import PgSeam, Seam, SqliteSeam
+
+BACKENDS = ["sqlite", "postgres"]
 
 
 @pytest.fixture(params=BACKENDS)
-def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[mindfile.Mindfile]:
-    """An engine on a real store of the backend, with the hash embedder."""
+def seam(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Seam]:
+    """The stores of one backend on a real, empty store."""
     if request.param == "sqlite":
         with mindfile.open(tmp_path / "seam.db", embedder="hash") as engine:
-            yield engine
-    else:  # pragma: no cover - a backend named but not wired up
-        pytest.fail(f"no fixture for backend {request.param!r}")
+            yield SqliteSeam(engine)
+    else:
+        url = request.getfixturevalue("pg_url")
+        with PgDatabase(url) as db:
+            apply_pg_migrations(db)
+            yield PgSeam(db)
+
+
+@pytest.fixture
+def store_backend(tmp_path: Path) -> Iterator[mindfile.Mindfile]:
+    """A SQLite engine, for the tests that need the whole engine around the stores."""
+    with mindfile.open(tmp_path / "seam.db", embedder="hash") as engine:
+        yield engine

@@ -2,8 +2,8 @@
 
 What the public API covers already (notes, facts, scratchpads, summaries, marks through
 ``Mindfile``) is tested in tests/memory and tests/manage; these tests pin the stores'
-own contracts — return values, ordering, filters, compare-and-swap, transactions — so a
-second backend can be checked against them without the feature code on top.
+own contracts — return values, ordering, filters, compare-and-swap, transactions — on
+every backend (the ``seam`` fixture: SQLite and Postgres), without the feature code on top.
 """
 
 from __future__ import annotations
@@ -16,24 +16,26 @@ from mindfile.manage.importance import USE_BOOST
 from mindfile.storage.marks import EventState
 from mindfile.storage.stores import Stores
 
+from ._seam import Seam
+
 NOW = "2026-01-01T00:00:00.000000+00:00"
 LATER = "2026-01-02T00:00:00.000000+00:00"
 
 
-def test_the_engine_composes_one_store_per_aggregate(store_backend: mindfile.Mindfile) -> None:
-    stores = store_backend.stores
+def test_the_backend_composes_one_store_per_aggregate(seam: Seam) -> None:
+    stores = seam.stores
     assert isinstance(stores, Stores)
-    names = ("events", "notes", "facts", "session_state", "llm_failures", "marks")
+    names = ("events", "notes", "facts", "session_state", "llm_failures", "marks", "integrity")
     assert all(getattr(stores, name) is not None for name in names)
 
 
 # -- events --------------------------------------------------------------------------
 
 
-def test_events_after_exists_and_recent(store_backend: mindfile.Mindfile) -> None:
-    mem, events = store_backend, store_backend.stores.events
+def test_events_after_exists_and_recent(seam: Seam) -> None:
+    events = seam.stores.events
     for seq in (1, 2, 5):
-        mem.store("s1", seq, {"role": "user", "content": f"message {seq}"})
+        seam.add_event("s1", seq, f"message {seq}")
     assert [r.sequence for r in events.after("s1", 1)] == [2, 5]
     assert events.after("s1", 5) == []
     assert events.after("missing", -1) == []
@@ -50,15 +52,15 @@ def test_events_after_exists_and_recent(store_backend: mindfile.Mindfile) -> Non
 # -- notes ---------------------------------------------------------------------------
 
 
-def test_notes_find_list_and_remove(store_backend: mindfile.Mindfile) -> None:
-    mem, notes = store_backend, store_backend.stores.notes
-    a = mem.store_note("ns", "a", "apples are red", tags=["fruit"])
-    b = mem.store_note("ns", "b", "the sky is blue", tags=["sky", "fruit"])
+def test_notes_find_list_and_remove(seam: Seam) -> None:
+    notes = seam.stores.notes
+    a = seam.add_note("ns", "a", "apples are red", tags=["fruit"])
+    b = seam.add_note("ns", "b", "the sky is blue", tags=["sky", "fruit"])
     found = notes.find("ns", "a")
-    assert found is not None and found.sequence == a.sequence
+    assert found is not None and found.sequence == a
     assert found.payload["content"] == "apples are red" and found.payload["kind"] == "note"
     assert notes.find("ns", "zz") is None and notes.find("other", "a") is None
-    assert notes.sequence_of("ns", "b") == b.sequence
+    assert notes.sequence_of("ns", "b") == b
     assert notes.sequence_of("ns", "zz") is None
     # Most recent event first; every tag must match; limit and offset page.
     assert [n.payload["note_id"] for n in notes.list_notes("ns", [], 10, 0)] == ["b", "a"]
@@ -67,22 +69,22 @@ def test_notes_find_list_and_remove(store_backend: mindfile.Mindfile) -> None:
     assert [n.payload["note_id"] for n in notes.list_notes("ns", [], 1, 1)] == ["a"]
     assert notes.list_notes("ns", ["nope"], 10, 0) == []
     # remove: the chunks, and with the sequence the event and its index row.
-    assert notes.remove("ns", "a", a.sequence) >= 1
+    assert notes.remove("ns", "a", a) >= 1
     assert notes.find("ns", "a") is None
-    assert not mem.stores.events.exists("ns", a.sequence)
-    assert list(mem.search("apples", session_id="ns", mode="fts")) == []
+    assert not seam.stores.events.exists("ns", a)
+    assert seam.chunk_texts("ns") == ["the sky is blue"]
     assert notes.remove("ns", "a", None) == 0  # nothing left
 
 
-def test_notes_link_needs_the_event(store_backend: mindfile.Mindfile) -> None:
-    mem, notes = store_backend, store_backend.stores.notes
-    mem.store("ns", 7, {"role": "user", "content": "a plain event"})
-    with mem.db.atomic():
+def test_notes_link_needs_the_event(seam: Seam) -> None:
+    notes = seam.stores.notes
+    seam.add_event("ns", 7, "a plain event")
+    with seam.atomic():
         notes.link("ns", "linked", 7)
     found = notes.find("ns", "linked")
     assert found is not None and found.sequence == 7
     # No event 8: a broken constraint is a conflict.
-    with pytest.raises(ConflictError), mem.db.atomic():
+    with pytest.raises(ConflictError), seam.atomic():
         notes.link("ns", "dangling", 8)
     assert notes.find("ns", "dangling") is None
 
@@ -90,9 +92,9 @@ def test_notes_link_needs_the_event(store_backend: mindfile.Mindfile) -> None:
 # -- facts ---------------------------------------------------------------------------
 
 
-def test_facts_rows_and_history(store_backend: mindfile.Mindfile) -> None:
-    mem, facts = store_backend, store_backend.stores.facts
-    with mem.db.atomic():
+def test_facts_rows_and_history(seam: Seam) -> None:
+    facts = seam.stores.facts
+    with seam.atomic():
         facts.insert("u1", "food", "likes", "pizza", "agent", NOW)
         facts.insert("u1", "food", "hates", "olives", "user", NOW)
         facts.insert("u1", "city", "home", "Lisbon", "user", NOW)
@@ -109,14 +111,14 @@ def test_facts_rows_and_history(store_backend: mindfile.Mindfile) -> None:
     assert [f.key for f in facts.list_facts("u1", "food")] == ["hates", "likes"]
     assert facts.list_facts("nobody", None) == []
 
-    with mem.db.atomic():
+    with seam.atomic():
         facts.archive(row.id, LATER, "updated")
         facts.update(row.id, "pasta", "user", LATER)
     now_row = facts.get("u1", "food", "likes")
     assert now_row is not None and now_row.id == row.id
     assert (now_row.value, now_row.source, now_row.created_at) == ("pasta", "user", NOW)
     assert now_row.updated_at == LATER
-    with mem.db.atomic():
+    with seam.atomic():
         facts.archive(row.id, LATER, "deleted")
         facts.delete(row.id)
     assert facts.get("u1", "food", "likes") is None
@@ -129,23 +131,20 @@ def test_facts_rows_and_history(store_backend: mindfile.Mindfile) -> None:
     assert facts.history("u1", "food", "likes") == []
 
 
-def test_fact_chunks_are_removed_by_key(store_backend: mindfile.Mindfile) -> None:
-    mem = store_backend
-    mem.set_fact("u1", "food", "likes", "pizza margherita")
-    mem.set_fact("u1", "food", "hates", "olives tapenade")
-    session = mindfile.memory.facts_session("u1")
-    with mem.db.atomic():
-        mem.stores.facts.remove_chunks(session, "food", "likes")
-    texts = [h.text for h in mem.search("pizza olives", session_id=session, mode="fts")]
-    assert texts == ["food / hates: olives tapenade"]
+def test_fact_chunks_are_removed_by_key(seam: Seam) -> None:
+    session = seam.add_fact("u1", "food", "likes", "pizza margherita")
+    seam.add_fact("u1", "food", "hates", "olives tapenade")
+    with seam.atomic():
+        seam.stores.facts.remove_chunks(session, "food", "likes")
+    assert seam.chunk_texts(session) == ["food / hates: olives tapenade"]
 
 
 # -- session state -------------------------------------------------------------------
 
 
-def test_summary_compare_and_swap(store_backend: mindfile.Mindfile) -> None:
-    mem, states = store_backend, store_backend.stores.session_state
-    mem.store("s1", 1, {"role": "user", "content": "hello"})
+def test_summary_compare_and_swap(seam: Seam) -> None:
+    states = seam.stores.session_state
+    seam.add_event("s1", 1, "hello")
     assert states.read_summary("s1") is None and states.summary_epoch("s1") == 0
     assert states.swap_summary("s1", 0, '{"summary": "one", "epoch": 1}', NOW) is True
     assert states.read_summary("s1") == {"summary": "one", "epoch": 1}
@@ -159,14 +158,14 @@ def test_summary_compare_and_swap(store_backend: mindfile.Mindfile) -> None:
     assert states.summary_epoch("missing") == 0
 
 
-def test_scratchpad_and_summary_share_a_session(store_backend: mindfile.Mindfile) -> None:
-    mem, states = store_backend, store_backend.stores.session_state
-    mem.store("s1", 1, {"role": "user", "content": "hello"})
-    with mem.db.atomic():
+def test_scratchpad_and_summary_share_a_session(seam: Seam) -> None:
+    states = seam.stores.session_state
+    seam.add_event("s1", 1, "hello")
+    with seam.atomic():
         states.write_scratchpad("s1", '{"items": ["a"], "updated_at": "t1"}', NOW)
     assert states.swap_summary("s1", 0, '{"summary": "s", "epoch": 1}', NOW)
     assert states.read_scratchpad("s1") == {"items": ["a"], "updated_at": "t1"}
-    with mem.db.atomic():
+    with seam.atomic():
         states.write_scratchpad("s1", '{"items": ["b", "c"], "updated_at": "t2"}', LATER)
     assert states.read_scratchpad("s1") == {"items": ["b", "c"], "updated_at": "t2"}
     assert states.read_summary("s1") == {"summary": "s", "epoch": 1}  # not clobbered
@@ -180,8 +179,8 @@ def test_scratchpad_and_summary_share_a_session(store_backend: mindfile.Mindfile
 # -- LLM failures --------------------------------------------------------------------
 
 
-def _record(mem: mindfile.Mindfile, task: str, scope: str | None, session: str | None) -> int:
-    return mem.stores.llm_failures.record(
+def _record(seam: Seam, task: str, scope: str | None, session: str | None) -> int:
+    return seam.stores.llm_failures.record(
         task=task,
         reason="timeout",
         message="the model did not answer",
@@ -194,11 +193,11 @@ def _record(mem: mindfile.Mindfile, task: str, scope: str | None, session: str |
     )
 
 
-def test_llm_failures_record_list_delete(store_backend: mindfile.Mindfile) -> None:
-    mem, failures = store_backend, store_backend.stores.llm_failures
-    first = _record(mem, "facts", "u1", "s1")
-    second = _record(mem, "notes", "u1", "s2")
-    third = _record(mem, "facts", "u2", None)
+def test_llm_failures_record_list_delete(seam: Seam) -> None:
+    failures = seam.stores.llm_failures
+    first = _record(seam, "facts", "u1", "s1")
+    second = _record(seam, "notes", "u1", "s2")
+    third = _record(seam, "facts", "u2", None)
     assert first < second < third
     listed = failures.list_failures(None, None, 10)
     assert [f.id for f in listed] == [third, second, first]  # newest first
@@ -219,13 +218,13 @@ def test_llm_failures_record_list_delete(store_backend: mindfile.Mindfile) -> No
 # -- marks ---------------------------------------------------------------------------
 
 
-def test_marks_on_an_event_s_chunks(store_backend: mindfile.Mindfile) -> None:
-    mem, marks = store_backend, store_backend.stores.marks
-    mem.store("s1", 1, {"role": "user", "content": "remember the blue door"})
-    mem.store("s1", 2, {"role": "tool", "content": ""})  # nothing to index: no chunks
+def test_marks_on_an_event_s_chunks(seam: Seam) -> None:
+    marks = seam.stores.marks
+    seam.add_event("s1", 1, "remember the blue door")
+    seam.add_event("s1", 2, "")  # nothing to index: no chunks
     assert marks.event_state("s1", 2) is None
     assert marks.set_importance("s1", 2, 0.9) == 0
-    with mem.db.atomic():
+    with seam.atomic():
         assert marks.set_importance("s1", 1, 0.8) == 1
         assert marks.set_pinned("s1", 1, True) == 1
     state = marks.event_state("s1", 1)
@@ -236,14 +235,15 @@ def test_marks_on_an_event_s_chunks(store_backend: mindfile.Mindfile) -> None:
     assert marks.set_importance("s9", 1, 0.5) == 0
 
 
-def test_marks_record_use_and_restore(store_backend: mindfile.Mindfile) -> None:
-    mem, marks = store_backend, store_backend.stores.marks
-    mem.store("s1", 1, {"role": "user", "content": "the meeting moved to Friday"})
-    hit = next(iter(mem.search("meeting Friday", session_id="s1", mode="fts")))
+def test_marks_record_use_and_restore(seam: Seam) -> None:
+    marks = seam.stores.marks
+    seam.add_event("s1", 1, "the meeting moved to Friday")
+    [chunk_id] = seam.chunk_ids("s1")
     before = marks.event_state("s1", 1)
     assert before is not None
-    with mem.db.atomic():
-        assert marks.record_use([hit.chunk_id, "ch_unknown"], NOW, USE_BOOST) == 1
+    with seam.atomic():
+        assert marks.record_use([chunk_id, "ch_unknown"], NOW, USE_BOOST) == 1
+    assert marks.record_use([], NOW, USE_BOOST) == 0
     after = marks.event_state("s1", 1)
     assert after is not None
     assert after.importance == pytest.approx(
@@ -251,13 +251,13 @@ def test_marks_record_use_and_restore(store_backend: mindfile.Mindfile) -> None:
     )
     assert (after.access_count, after.last_accessed_at) == (1, NOW)
     # restore_state carries a pin and use statistics over, never lowering the count.
-    with mem.db.atomic():
+    with seam.atomic():
         marks.restore_state("s1", 1, EventState(0.1, True, None, 5, LATER))
     restored = marks.event_state("s1", 1)
     assert restored is not None
     assert (restored.pinned, restored.access_count, restored.last_accessed_at) == (True, 5, LATER)
     assert restored.importance == after.importance  # importance is not part of it
-    with mem.db.atomic():
+    with seam.atomic():
         marks.restore_state("s1", 1, EventState(0.1, False, None, 2, None))
     kept = marks.event_state("s1", 1)
     assert kept is not None
@@ -267,25 +267,34 @@ def test_marks_record_use_and_restore(store_backend: mindfile.Mindfile) -> None:
 # -- integrity -----------------------------------------------------------------------
 
 
-def test_integrity_counts_and_repairs(store_backend: mindfile.Mindfile) -> None:
-    mem, check = store_backend, store_backend.stores.integrity
+def test_integrity_counts_and_repairs(seam: Seam) -> None:
+    check = seam.stores.integrity
     assert (check.chunk_count(), check.vector_count(), check.text_index_rows()) == (0, 0, 0)
     for seq, text in enumerate(["red apples", "blue skies", "green grass"], start=1):
-        mem.store("s1", seq, {"role": "user", "content": text})
+        seam.add_event("s1", seq, text)
     chunks = check.chunk_count()
     assert chunks == 3 and check.vector_count() == 3 and check.text_index_rows() == 3
     assert check.unembedded() == [] and check.orphan_vectors() == []
-    model, dims = mem.embedder.model_id, mem.embedder.dimensions
+    model, dims = seam.model_id, seam.dimensions
     assert check.foreign_vectors(model, dims) == []
     everything = sorted(check.foreign_vectors("another-model", dims))
     assert len(everything) == 3 and sorted(check.foreign_vectors(model, dims + 1)) == everything
-    with mem.db.atomic():
+    with seam.atomic():
         check.drop_vectors(everything[:2])
     assert check.vector_count() == 1
     assert sorted(check.unembedded()) == [(everything[0], None), (everything[1], None)]
-    with mem.db.atomic():
+    with seam.atomic():
         check.rebuild_text_index()
     assert check.text_index_rows() == chunks
+
+
+def test_the_reconciler_repairs_what_integrity_finds(store_backend: mindfile.Mindfile) -> None:
+    mem, check = store_backend, store_backend.stores.integrity
+    for seq, text in enumerate(["red apples", "blue skies", "green grass"], start=1):
+        mem.store("s1", seq, {"role": "user", "content": text})
+    everything = sorted(check.foreign_vectors("another-model", mem.embedder.dimensions))
+    with mem.db.atomic():
+        check.drop_vectors(everything[:2])
     # The reconciler puts the dropped vectors back (a sync store embeds at once).
     report = mem.reconcile()
     assert report.enqueued == 2 and check.vector_count() == 3 and check.unembedded() == []

@@ -36,6 +36,7 @@ from mindfile.errors import (
     ReadOnlyError,
     SchemaError,
     StorageError,
+    UnsupportedBackendError,
 )
 from mindfile.storage import damaged
 
@@ -371,10 +372,23 @@ class Database:
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
+#: URL schemes of the Postgres backend (libpq accepts both).
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+
 def _check_path(path: str) -> None:
     """Refuse URLs this backend cannot open (e.g. ``postgresql://``) before touching disk."""
     if _URL.match(path) and not path.startswith("file:"):
         scheme = path.split(":", 1)[0]
+        if scheme.lower() in POSTGRES_SCHEMES:
+            # The URL may hold a password: it is never part of the message.
+            raise UnsupportedBackendError(
+                f"{scheme}:// stores are not supported yet by mindfile.open(): the Postgres "
+                "backend's storage layer exists (mindfile.storage.postgres: schema, "
+                "migrations and the per-aggregate stores), but the engine (writes, indexing, "
+                "search) still runs on SQLite only; see docs/postgres.md, 'Status'",
+                scheme=scheme,
+            )
         raise ConfigError(
             f"{scheme}:// stores are not supported yet; give a file path, ':memory:', "
             "or a SQLite URI (file:path?mode=ro)",

@@ -23,6 +23,7 @@ __all__ = [
     "check_migrations",
     "load_migrations",
     "schema_version",
+    "verify_applied",
 ]
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -57,9 +58,13 @@ class Migration:
         return hashlib.sha256(self.sql.encode()).hexdigest()
 
 
-def load_migrations() -> list[Migration]:
-    """The shipped migrations, ordered by version (versions must be 1..N without gaps)."""
-    folder = resources.files("mindfile.storage").joinpath("migrations")
+def load_migrations(package: str = "mindfile.storage") -> list[Migration]:
+    """The shipped migrations, ordered by version (versions must be 1..N without gaps).
+
+    ``package`` holds them in its ``migrations`` folder: SQLite's by default, the
+    Postgres backend's (``mindfile.storage.postgres``) for that backend.
+    """
+    folder = resources.files(package).joinpath("migrations")
     found: list[Migration] = []
     for entry in folder.iterdir():
         match = _NAME.match(entry.name)
@@ -88,7 +93,7 @@ def apply_migrations(db: Database, migrations: list[Migration] | None = None) ->
     with db.atomic():
         db.execute(_BOOTSTRAP)
         applied = _applied(db)
-    _verify(applied, migrations)
+    verify_applied(applied, migrations)
     for migration in migrations:
         if migration.version in applied:
             continue
@@ -115,7 +120,7 @@ def check_migrations(db: Database, migrations: list[Migration] | None = None) ->
     if schema_version(db) == 0:
         raise SchemaError(f"{db.path!r} is not a Mindfile store (no schema)", path=db.path)
     applied = _applied(db)
-    _verify(applied, migrations)
+    verify_applied(applied, migrations)
     missing = [m for m in migrations if m.version not in applied]
     if missing:
         raise SchemaError(
@@ -134,7 +139,9 @@ def _applied(db: Database) -> dict[int, tuple[str, str]]:
     }
 
 
-def _verify(applied: dict[int, tuple[str, str]], migrations: list[Migration]) -> None:
+def verify_applied(applied: dict[int, tuple[str, str]], migrations: list[Migration]) -> None:
+    """Refuse a database whose applied migrations (version -> name, digest) were edited
+    or are newer than ``migrations`` (:class:`SchemaError`). Shared by both backends."""
     known = {m.version: m for m in migrations}
     for version, (name, digest) in sorted(applied.items()):
         if version not in known:

@@ -1,0 +1,294 @@
+"""A pool of Postgres connections with the transaction contract of the SQLite ``Database``.
+
+:class:`PgDatabase` offers what the stores use of :class:`mindfile.storage.db.Database`
+(``execute``, ``query``, ``query_one``, ``scalar``, ``changes``, ``atomic``,
+``snapshot``) over a psycopg 3 connection pool:
+
+* ``atomic()`` is one transaction; nested calls are savepoints (psycopg's
+  ``Connection.transaction()`` nests that way). A thread inside ``atomic()`` keeps one
+  connection until the outermost level ends; every statement it runs meanwhile is part
+  of that transaction.
+* Threads do not share a connection: each thread's transaction is a real, concurrent
+  Postgres transaction, like another process's. Read-modify-write steps therefore take
+  row locks (``SELECT ... FOR UPDATE``, conditional ``UPDATE``) instead of relying on a
+  process-wide write lock as SQLite's ``BEGIN IMMEDIATE`` does.
+* A statement outside ``atomic()`` runs on a pooled connection in autocommit mode.
+
+Statements use psycopg's placeholders (``%s``, ``%(name)s``). The URL (``postgresql://``
+or ``postgres://``) goes to libpq as is, so everything it leaves out comes from the
+standard ``PG*`` environment variables (``PGPASSWORD``, ``PGHOST``, ...). The password
+never appears in a message or a log line: errors and ``repr`` show :func:`redact`'s form.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import psycopg
+import psycopg.errors
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from mindfile.errors import (
+    ConflictError,
+    DatabaseConnectionError,
+    InvalidInputError,
+    StorageError,
+)
+
+__all__ = ["PgDatabase", "Row", "redact"]
+
+Row = tuple[Any, ...]
+Params = Sequence[Any] | dict[str, Any] | None
+
+logger = logging.getLogger("mindfile")
+
+#: Seconds to wait for a connection (opening one, or a free one from the pool).
+CONNECT_TIMEOUT = 10.0
+
+
+def redact(url: str) -> str:
+    """``url`` without its password (``postgresql://user:***@host/db``), for messages."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "<unparseable postgres URL>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}:***@{host}" if ":" in userinfo else f"{user}@{host}"
+    query = urllib.parse.urlencode(
+        [
+            (k, "***" if k.lower() == "password" else v)
+            for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+        ]
+    )
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+class _Local(threading.local):
+    """One thread's view: its transaction's connection and the last row count."""
+
+    conn: psycopg.Connection[Any] | None = None
+    depth: int = 0
+    writing: int = 0
+    rowcount: int = -1
+
+
+class PgDatabase:
+    """A thread-safe pool of connections to one Postgres database."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        timeout: float = CONNECT_TIMEOUT,
+    ) -> None:
+        self.url = url
+        #: The URL as it may be shown (no password).
+        self.display = redact(url)
+        self.readonly = False
+        self._local = _Local()
+        self._lock = threading.RLock()
+        self._closed = False
+        # One direct connection first: a wrong host or password is a typed error at
+        # once, with the server's reason, instead of a pool timing out in the background.
+        self._probe(timeout)
+        self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout))},
+            timeout=timeout,
+            name="mindfile",
+            open=True,
+        )
+
+    def _probe(self, timeout: float) -> None:
+        try:
+            with psycopg.connect(self.url, connect_timeout=max(1, int(timeout))) as conn:
+                conn.execute("SELECT 1")
+        except psycopg.Error as exc:
+            raise DatabaseConnectionError(
+                f"cannot connect to {self.display}: {_reason(exc, self.url)}",
+                url=self.display,
+            ) from None
+
+    def __repr__(self) -> str:
+        return f"PgDatabase({self.display!r})"
+
+    # -- statements ---------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """The thread's transaction connection, or a pooled one for one statement."""
+        conn = self._local.conn
+        if conn is not None:
+            yield conn
+            return
+        try:
+            with self._pool.connection() as pooled:
+                yield pooled
+        except PoolTimeout as exc:
+            raise DatabaseConnectionError(
+                f"no connection to {self.display} within the pool's time-out: "
+                f"{_reason(exc, self.url)}",
+                url=self.display,
+            ) from None
+
+    def _run(self, sql: str, params: Params, fetch: bool) -> list[Row]:
+        with self._connection() as conn, _translate(self.url), conn.cursor() as cur:
+            cur.execute(sql, params)
+            self._local.rowcount = cur.rowcount
+            if not fetch or cur.description is None:
+                return []
+            return [tuple(row) for row in cur.fetchall()]
+
+    def execute(self, sql: str, params: Params = None) -> None:
+        """Run a statement, discarding rows (several statements when ``params`` is None)."""
+        self._run(sql, params, fetch=False)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement once per parameter row."""
+        if not rows:
+            return
+        with self._connection() as conn, _translate(self.url), conn.cursor() as cur:
+            cur.executemany(sql, rows)
+            self._local.rowcount = cur.rowcount
+
+    def query(self, sql: str, params: Params = None) -> list[Row]:
+        """Run a statement and return all rows as tuples."""
+        return self._run(sql, params, fetch=True)
+
+    def query_one(self, sql: str, params: Params = None) -> Row | None:
+        """The first row, or None."""
+        rows = self._run(sql, params, fetch=True)
+        return rows[0] if rows else None
+
+    def scalar(self, sql: str, params: Params = None) -> Any:
+        """The first column of the first row, or None."""
+        row = self.query_one(sql, params)
+        return None if row is None else row[0]
+
+    def changes(self) -> int:
+        """Rows changed by this thread's last statement."""
+        return max(0, self._local.rowcount)
+
+    @property
+    def lock(self) -> threading.RLock:
+        """A re-entrant lock for callers that group statements as one step.
+
+        Unlike SQLite's, it does not serialise the database: threads have their own
+        connections, and :meth:`changes` is per thread already.
+        """
+        return self._lock
+
+    # -- transactions -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[PgDatabase]:
+        """A transaction; nested calls become savepoints. All or nothing."""
+        local = self._local
+        if local.conn is not None:
+            with _translate(self.url), local.conn.transaction():
+                local.depth += 1
+                local.writing += 1
+                try:
+                    yield self
+                finally:
+                    local.depth -= 1
+                    local.writing -= 1
+            return
+        with self._connection() as conn:
+            local.conn, local.depth, local.writing = conn, 1, 1
+            try:
+                with _translate(self.url), conn.transaction():
+                    yield self
+            finally:
+                local.conn, local.depth, local.writing = None, 0, 0
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[PgDatabase]:
+        """A read-only transaction that sees one consistent state (REPEATABLE READ).
+
+        Inside :meth:`atomic` (or another snapshot) it adds nothing.
+        """
+        local = self._local
+        if local.conn is not None:
+            yield self
+            return
+        with self._connection() as conn:
+            local.conn, local.depth = conn, 1
+            try:
+                with _translate(self.url), conn.transaction():
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    yield self
+            finally:
+                local.conn, local.depth = None, 0
+
+    @property
+    def in_transaction(self) -> bool:
+        """This thread is inside :meth:`atomic` or :meth:`snapshot`."""
+        return self._local.depth > 0
+
+    @property
+    def in_write_transaction(self) -> bool:
+        """This thread is inside :meth:`atomic`."""
+        return self._local.writing > 0
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._pool.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> PgDatabase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _reason(exc: BaseException, url: str) -> str:
+    """The server's or libpq's reason, with any trace of the password removed."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    password = urllib.parse.urlsplit(url).password if "://" in url else None
+    if password:
+        text = text.replace(password, "***").replace(urllib.parse.quote(password), "***")
+    return text
+
+
+@contextlib.contextmanager
+def _translate(url: str) -> Iterator[None]:
+    """Turn psycopg's exceptions into Mindfile's error tree."""
+    try:
+        yield
+    except psycopg.errors.IntegrityError as exc:
+        raise ConflictError(f"constraint violated: {_reason(exc, url)}") from exc
+    except (psycopg.errors.DataError, psycopg.errors.NumericValueOutOfRange) as exc:
+        raise InvalidInputError(f"a value the store cannot hold: {_reason(exc, url)}") from exc
+    except psycopg.OperationalError as exc:
+        raise DatabaseConnectionError(
+            f"lost the connection to {redact(url)}: {_reason(exc, url)}", url=redact(url)
+        ) from None
+    except psycopg.Error as exc:
+        raise StorageError(f"database error: {_reason(exc, url)}") from exc
+    except ValueError as exc:
+        # psycopg refuses NUL characters before sending: Postgres text cannot hold them.
+        if "NUL" not in str(exc):
+            raise
+        raise InvalidInputError("text contains NUL (U+0000), which Postgres cannot store") from exc
