@@ -35,6 +35,25 @@ def test_migrations_create_every_table_once(pg_url: str) -> None:
         assert db.scalar("SELECT extname FROM pg_extension WHERE extname = 'vector'") == "vector"
 
 
+def test_every_text_column_sorts_in_byte_order(pg_url: str) -> None:
+    """COLLATE "C" everywhere: orders and ranges agree with SQLite whatever the locale."""
+    with PgDatabase(pg_url) as db:
+        apply_pg_migrations(db)
+        loose = db.query(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = 'public' AND data_type = 'text' "
+            "AND collation_name IS DISTINCT FROM 'C'"
+        )
+        assert loose == []
+        assert (
+            db.scalar(
+                "SELECT count(*) FROM information_schema.columns "
+                "WHERE table_schema = 'public' AND collation_name = 'C'"
+            )
+            > 50
+        )
+
+
 def test_an_edited_migration_is_refused_before_anything_changes(pg_url: str) -> None:
     shipped = load_pg_migrations()
     with PgDatabase(pg_url) as db:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
-from scheduler_support import FakeClock, open_store
+from scheduler_support import FakeClock, open_pg_store, open_store
 
 from mindfile.scheduler import SqliteSchedulerStore
 
@@ -22,6 +23,25 @@ def store(db_path: Path) -> Iterator[SqliteSchedulerStore]:
     s = open_store(db_path)
     yield s
     s.db.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def make_any_store(request: pytest.FixtureRequest, db_path: Path) -> Iterator[Callable[..., Any]]:
+    """Opens scheduler stores of one backend (the store-conformance tests run on both):
+    SQLite on ``db_path``, or Postgres on a fresh database of the session's server."""
+    opened: list[Any] = []
+
+    def make(**options: Any) -> Any:
+        if request.param == "sqlite":
+            made = open_store(db_path, **options)
+        else:
+            made = open_pg_store(request.getfixturevalue("pg_url"), **options)
+        opened.append(made)
+        return made
+
+    yield make
+    for made in opened:
+        made.db.close()
 
 
 @pytest.fixture

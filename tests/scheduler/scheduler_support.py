@@ -27,6 +27,16 @@ class FakeClock:
         return self.now
 
 
+def open_pg_store(url: str, **options: Any) -> Any:
+    """A :class:`PgSchedulerStore` on its own pool to the database at ``url`` (migrated)."""
+    from mindfile.storage.postgres import PgDatabase, apply_pg_migrations
+    from mindfile.storage.postgres.scheduler import PgSchedulerStore
+
+    db = PgDatabase(url)
+    apply_pg_migrations(db)
+    return PgSchedulerStore(db, **options)
+
+
 def open_store(path: Path | str, **options: Any) -> SqliteSchedulerStore:
     """A store on its own connection to ``path`` (migrations applied)."""
     db = Database(path)

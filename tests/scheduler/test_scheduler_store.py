@@ -1,10 +1,13 @@
-"""SqliteSchedulerStore on a real on-disk file: CRUD, pagination, record-and-reschedule."""
+"""The scheduler store on each backend (a SQLite file, a real Postgres): CRUD, pagination,
+record-and-reschedule, leases."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
+from typing import Any
 
 import pytest
 from scheduler_support import T0, open_store
@@ -33,6 +36,12 @@ from mindfile.scheduler._time import iso
 HOURLY = ScheduleCadence.interval(3600)
 
 
+@pytest.fixture
+def store(make_any_store: Callable[..., Any]) -> Any:
+    """A scheduler store on each backend (overrides conftest's SQLite-only one)."""
+    return make_any_store()
+
+
 def add(store: SqliteSchedulerStore, goal: str = "digest", **kw: object) -> ScheduleDefinition:
     kw.setdefault("user_id", "u1")
     kw.setdefault("cadence", HOURLY)
@@ -58,7 +67,8 @@ def test_is_a_scheduler_store(store: SqliteSchedulerStore) -> None:
     assert isinstance(store, SchedulerStore)
 
 
-def test_schema_has_the_seed_indexes(store: SqliteSchedulerStore) -> None:
+def test_schema_has_the_seed_indexes(db_path: Path) -> None:
+    store = open_store(db_path)
     names = {r[0] for r in store.db.query("SELECT name FROM sqlite_master WHERE type='index'")}
     assert {
         "idx_schedules_user",
@@ -118,8 +128,8 @@ def test_duplicate_id_conflicts(store: SqliteSchedulerStore) -> None:
         store.create(replace(created, next_run_at=None), now=T0)
 
 
-def test_quota_per_user(db_path: object) -> None:
-    store = open_store(db_path, max_schedules_per_user=2)  # type: ignore[arg-type]
+def test_quota_per_user(make_any_store: Callable[..., Any]) -> None:
+    store = make_any_store(max_schedules_per_user=2)
     add(store)
     add(store)
     with pytest.raises(LimitExceededError):

@@ -86,6 +86,12 @@ class Arg:
         self.valid, self.any = valid, any_
 
 
+@pytest.fixture
+def store(make_any_store: Callable[..., Any]) -> Any:
+    """A scheduler store on each backend (overrides conftest's SQLite-only one)."""
+    return make_any_store()
+
+
 def arg(*valid: Any) -> Arg:
     """One of ``valid``, or (for ``any``) a hostile value."""
     good = st.sampled_from(valid)
@@ -263,6 +269,15 @@ def test_every_public_method_is_covered() -> None:
         if not name.startswith("_") and callable(getattr(SqliteSchedulerStore, name))
     }
     assert public == set(methods([]))
+
+
+def test_the_postgres_store_has_the_same_public_methods() -> None:
+    from mindfile.storage.postgres.scheduler import PgSchedulerStore
+
+    def public(cls: type) -> set[str]:
+        return {n for n in dir(cls) if not n.startswith("_") and callable(getattr(cls, n))}
+
+    assert public(PgSchedulerStore) == public(SqliteSchedulerStore)
 
 
 def test_hostile_arguments_raise_only_typed_errors(store: SqliteSchedulerStore) -> None:

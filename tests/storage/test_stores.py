@@ -131,6 +131,16 @@ def test_facts_rows_and_history(seam: Seam) -> None:
     assert facts.history("u1", "food", "likes") == []
 
 
+def test_facts_are_listed_in_byte_order(seam: Seam) -> None:
+    """Keys sort as SQLite's BINARY collation on every backend (not the locale's order)."""
+    keys = ["b", "B", "a", "\u00e9", "A", "_x", "10", "9"]
+    with seam.atomic():
+        for key in keys:
+            seam.stores.facts.insert("u1", "c", key, "v", "agent", NOW)
+    listed = [f.key for f in seam.stores.facts.list_facts("u1", "c")]
+    assert listed == sorted(keys, key=lambda k: k.encode())
+
+
 def test_fact_chunks_are_removed_by_key(seam: Seam) -> None:
     session = seam.add_fact("u1", "food", "likes", "pizza margherita")
     seam.add_fact("u1", "food", "hates", "olives tapenade")

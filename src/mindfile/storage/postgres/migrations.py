@@ -28,9 +28,9 @@ _LOCK = "SELECT pg_advisory_xact_lock(7595444394858048869)"
 _BOOTSTRAP = """
 CREATE TABLE IF NOT EXISTS memory_migrations (
     version    integer PRIMARY KEY,
-    name       text NOT NULL,
-    sha256     text NOT NULL,
-    applied_at text NOT NULL
+    name       text COLLATE "C" NOT NULL,
+    sha256     text COLLATE "C" NOT NULL,
+    applied_at text COLLATE "C" NOT NULL
 )
 """
 
