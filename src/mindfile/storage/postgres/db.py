@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 import urllib.parse
 from collections.abc import Iterator, Sequence
@@ -51,24 +52,18 @@ logger = logging.getLogger("mindfile")
 CONNECT_TIMEOUT = 10.0
 
 
+_PASSWORD_IN_USERINFO = re.compile(r"^(?P<head>[^:/?#]+://[^:@/?#]*):[^@/?#]*@")
+_PASSWORD_IN_QUERY = re.compile(r"(?P<head>[?&]password=)[^&#]*", re.IGNORECASE)
+
+
 def redact(url: str) -> str:
-    """``url`` without its password (``postgresql://user:***@host/db``), for messages."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unparseable postgres URL>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:***@{host}" if ":" in userinfo else f"{user}@{host}"
-    query = urllib.parse.urlencode(
-        [
-            (k, "***" if k.lower() == "password" else v)
-            for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-        ]
-    )
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    """``url`` without its password (``postgresql://user:***@host/db``), for messages.
+
+    Only the password changes: in the user information and in a ``password=`` query
+    parameter; everything else is shown as given.
+    """
+    url = _PASSWORD_IN_USERINFO.sub(r"\g<head>:***@", url)
+    return _PASSWORD_IN_QUERY.sub(r"\g<head>***", url)
 
 
 class _Local(threading.local):

@@ -1,0 +1,105 @@
+"""Run as a script: one of several processes writing to the same Postgres database.
+
+``python _pg_child.py MODE URL ARGS...``; prints one JSON line with what it did. With
+``MINDFILE_TEST_GO=PATH`` every child connects, then waits for PATH to exist, so they
+all start writing at once.
+
+* ``cas URL SESSION ROUNDS`` - until the summary epoch reaches ROUNDS: read the epoch,
+  try to move it one step with the compare-and-swap; prints the epochs it won.
+* ``claim URL RUNNER`` - claim due schedules two at a time until none is left; prints
+  the schedule ids it was handed.
+* ``use URL CHUNK_ID TIMES`` - record one use of a chunk TIMES times (read-modify-write
+  in SQL); prints how many calls found the chunk.
+* ``migrate URL`` - apply the migrations; prints the schema version.
+* ``hold URL MARKER`` - open a transaction, write a row, lock a fact, write MARKER, and
+  sleep until killed (the parent kills it with SIGKILL mid-transaction).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from mindfile.storage.postgres import PgDatabase, apply_pg_migrations
+from mindfile.storage.postgres.scheduler import PgSchedulerStore
+from mindfile.storage.postgres.stores import pg_stores
+
+NOW = "2026-01-01T00:00:00.000000+00:00"
+FAR = "2030-01-01T00:00:00+00:00"
+
+
+def cas(db: PgDatabase, session: str, rounds: int, me: str) -> list[int]:
+    states = pg_stores(db).session_state
+    won: list[int] = []
+    while (epoch := states.summary_epoch(session)) < rounds:
+        state = json.dumps({"epoch": epoch + 1, "by": me})
+        if states.swap_summary(session, epoch, state, NOW):
+            won.append(epoch)
+    return won
+
+
+def claim(db: PgDatabase, runner: str) -> list[str]:
+    store = PgSchedulerStore(db)
+    got: list[str] = []
+    while batch := store.claim_due(FAR, runner_id=runner, lease_secs=3600, limit=2):
+        got.extend(c.schedule.schedule_id for c in batch)
+    return got
+
+
+def use(db: PgDatabase, chunk_id: str, times: int) -> int:
+    marks = pg_stores(db).marks
+    return sum(marks.record_use([chunk_id], NOW, 0.01) for _ in range(times))
+
+
+def hold(db: PgDatabase, marker: Path) -> None:
+    stores = pg_stores(db)
+    with db.atomic():
+        stores.llm_failures.record(
+            task="doomed", reason="killed", message="never committed", model=None,
+            scope=None, session_id=None, raw_excerpt=None, details={}, created_at=NOW,
+        )  # fmt: skip
+        fact = stores.facts.get("u1", "c", "k")
+        assert fact is not None
+        stores.facts.update(fact.id, "uncommitted", "agent", NOW)  # holds the row lock
+        marker.write_text("in transaction")
+        time.sleep(120)
+
+
+def _start_together() -> None:
+    """With ``MINDFILE_TEST_GO`` set: say ready, then wait for the parent's go."""
+    go = os.environ.get("MINDFILE_TEST_GO")
+    if not go:
+        return
+    Path(f"{go}.ready.{os.getpid()}").touch()
+    deadline = time.monotonic() + 60
+    while not Path(go).exists():
+        if time.monotonic() > deadline:
+            raise SystemExit("no go from the parent")
+        time.sleep(0.01)
+
+
+def main(argv: list[str]) -> None:
+    mode, url, *args = argv
+    with PgDatabase(url, max_size=2) as db:
+        _start_together()
+        if mode == "cas":
+            out: object = cas(db, args[0], int(args[1]), args[2])
+        elif mode == "claim":
+            out = claim(db, args[0])
+        elif mode == "use":
+            out = use(db, args[0], int(args[1]))
+        elif mode == "migrate":
+            out = apply_pg_migrations(db)
+        elif mode == "hold":
+            hold(db, Path(args[0]))
+            out = None
+        else:
+            raise SystemExit(f"unknown mode {mode}")
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,301 @@
+"""Transactions, compare-and-swap, leases and crashes on a real Postgres, with several
+threads and several processes (tests/postgres/_pg_child.py) writing at once."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mindfile.errors import ConflictError, DatabaseConnectionError, InvalidInputError
+from mindfile.scheduler import ScheduleCadence
+from mindfile.storage.postgres import PgDatabase, apply_pg_migrations, redact
+from mindfile.storage.postgres.scheduler import PgSchedulerStore
+from mindfile.storage.postgres.stores import pg_stores
+
+CHILD = Path(__file__).with_name("_pg_child.py")
+NOW = "2026-01-01T00:00:00.000000+00:00"
+PROCESSES = 4
+
+
+@pytest.fixture
+def db(pg_url: str) -> Iterator[PgDatabase]:
+    with PgDatabase(pg_url) as opened:
+        apply_pg_migrations(opened)
+        yield opened
+
+
+def _session(db: PgDatabase, session_id: str) -> None:
+    db.execute(
+        "INSERT INTO sessions (session_id, created_at, updated_at) VALUES (%s, %s, %s)",
+        (session_id, NOW, NOW),
+    )
+
+
+def _failures(db: PgDatabase, task: str) -> int:
+    return int(db.scalar("SELECT count(*) FROM llm_failures WHERE task = %s", (task,)))
+
+
+def _record(db: PgDatabase, task: str) -> int:
+    return pg_stores(db).llm_failures.record(
+        task=task, reason="r", message="m", model=None, scope=None, session_id=None,
+        raw_excerpt=None, details={}, created_at=NOW,
+    )  # fmt: skip
+
+
+def _children(*argvs: list[str], timeout: float = 120) -> list[object]:
+    """Run child processes that start writing at the same moment; their JSON answers."""
+    go = Path(tempfile.mkdtemp(prefix="mindfile-go-")) / "go"
+    env = {**os.environ, "MINDFILE_TEST_GO": str(go)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(CHILD), *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        for argv in argvs
+    ]
+    deadline = time.monotonic() + timeout
+    while len(list(go.parent.glob("go.ready.*"))) < len(procs):
+        assert all(p.poll() is None for p in procs), "a child died before it was ready"
+        assert time.monotonic() < deadline, "the children never got ready"
+        time.sleep(0.02)
+    go.touch()
+    answers = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=timeout)
+        assert proc.returncode == 0, err.decode()
+        answers.append(json.loads(out.decode().strip().splitlines()[-1]))
+    return answers
+
+
+# -- transactions ------------------------------------------------------------------------
+
+
+def test_atomic_is_all_or_nothing(db: PgDatabase) -> None:
+    with pytest.raises(RuntimeError), db.atomic():
+        _record(db, "t")
+        _record(db, "t")
+        raise RuntimeError("boom")
+    assert _failures(db, "t") == 0
+    # A failing statement rolls back the whole transaction too.
+    with pytest.raises(ConflictError), db.atomic():
+        _record(db, "t")
+        db.execute("INSERT INTO notes (session_id, note_id, sequence) VALUES ('x', 'y', 1)")
+    assert _failures(db, "t") == 0 and not db.in_transaction
+
+
+def test_nested_atomic_is_a_savepoint(db: PgDatabase) -> None:
+    with db.atomic():
+        _record(db, "outer")
+        with pytest.raises(InvalidInputError), db.atomic():
+            _record(db, "inner")
+            _record(db, "bad\x00text")  # Postgres text cannot hold NUL
+        assert db.in_write_transaction
+        _record(db, "outer")
+    assert (_failures(db, "outer"), _failures(db, "inner")) == (2, 0)
+
+
+def test_threads_do_not_see_each_other_s_uncommitted_writes(db: PgDatabase) -> None:
+    inside, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with db.atomic():
+            _record(db, "pending")
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert inside.wait(10)
+    assert not db.in_transaction  # the transaction is the writer thread's, not ours
+    assert _failures(db, "pending") == 0
+    release.set()
+    thread.join(10)
+    assert _failures(db, "pending") == 1
+
+
+# -- compare-and-swap --------------------------------------------------------------------
+
+
+def _epochs_won_once(wins: list[list[int]], rounds: int) -> None:
+    counted = Counter(epoch for won in wins for epoch in won)
+    assert sorted(counted) == list(range(rounds))
+    assert set(counted.values()) == {1}, counted  # exactly one winner per epoch
+
+
+def test_summary_cas_from_threads_has_one_winner_per_epoch(db: PgDatabase) -> None:
+    _session(db, "s1")
+    rounds, states = 40, pg_stores(db).session_state
+    wins: list[list[int]] = [[] for _ in range(6)]
+
+    def contend(mine: list[int]) -> None:
+        while (epoch := states.summary_epoch("s1")) < rounds:
+            if states.swap_summary("s1", epoch, json.dumps({"epoch": epoch + 1}), NOW):
+                mine.append(epoch)
+
+    threads = [threading.Thread(target=contend, args=(w,)) for w in wins]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    _epochs_won_once(wins, rounds)
+    assert states.read_summary("s1") == {"epoch": rounds}
+
+
+def test_summary_cas_from_processes_has_one_winner_per_epoch(db: PgDatabase, pg_url: str) -> None:
+    _session(db, "s1")
+    rounds = 60
+    wins = _children(*[["cas", pg_url, "s1", str(rounds), f"p{i}"] for i in range(PROCESSES)])
+    _epochs_won_once(wins, rounds)  # type: ignore[arg-type]
+    summary = pg_stores(db).session_state.read_summary("s1")
+    assert summary is not None and summary["epoch"] == rounds
+    last = next(f"p{i}" for i, won in enumerate(wins) if rounds - 1 in won)  # type: ignore[operator]
+    assert summary["by"] == last
+
+
+# -- no lost writes ----------------------------------------------------------------------
+
+
+def test_concurrent_increments_from_processes_lose_nothing(db: PgDatabase, pg_url: str) -> None:
+    _session(db, "s1")
+    chunk = db.scalar(
+        "INSERT INTO chunks (chunk_id, session_id, chunk_text, content_hash, sequence_start, "
+        "sequence_end, created_at) VALUES ('ch_1', 's1', 'text', 'h', 1, 1, %s) RETURNING chunk_id",
+        (NOW,),
+    )
+    times = 50
+    found = _children(*[["use", pg_url, chunk, str(times)] for _ in range(PROCESSES)])
+    assert found == [times] * PROCESSES
+    count = db.scalar("SELECT access_count FROM chunks WHERE chunk_id = %s", (chunk,))
+    assert count == PROCESSES * times
+
+
+def test_concurrent_openers_apply_each_migration_once(pg_server: object) -> None:
+    url = pg_server.create_database()  # type: ignore[attr-defined]
+    try:
+        versions = _children(*[["migrate", url] for _ in range(PROCESSES)])
+        assert len(set(versions)) == 1
+        with PgDatabase(url) as fresh:
+            rows = fresh.query("SELECT version FROM memory_migrations ORDER BY version")
+            assert [r[0] for r in rows] == list(range(1, versions[0] + 1))  # type: ignore[operator]
+    finally:
+        pg_server.drop_database(url)  # type: ignore[attr-defined]
+
+
+# -- scheduler leases --------------------------------------------------------------------
+
+
+def test_scheduler_leases_are_exclusive_across_processes(db: PgDatabase, pg_url: str) -> None:
+    store = PgSchedulerStore(db)
+    made = {
+        store.add(
+            user_id=f"u{i % 5}", goal=f"job {i}", cadence=ScheduleCadence.interval(3600), now=NOW
+        ).schedule_id
+        for i in range(120)
+    }
+    claimed = _children(*[["claim", pg_url, f"runner{i}"] for i in range(PROCESSES)])
+    every = [sid for got in claimed for sid in got]  # type: ignore[attr-defined]
+    assert sorted(every) == sorted(made)  # each occurrence handed out exactly once
+    assert sum(1 for got in claimed if got) >= 2  # they really competed
+
+
+# -- crashes -----------------------------------------------------------------------------
+
+
+def test_a_writer_killed_mid_transaction_leaves_nothing_and_holds_no_lock(
+    db: PgDatabase, pg_url: str, tmp_path: Path
+) -> None:
+    facts = pg_stores(db).facts
+    facts.insert("u1", "c", "k", "committed", "agent", NOW)
+    marker = tmp_path / "inside"
+    child = subprocess.Popen(
+        [sys.executable, str(CHILD), "hold", pg_url, str(marker)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert child.poll() is None, child.stderr.read().decode() if child.stderr else ""
+            assert time.monotonic() < deadline, "the child never opened its transaction"
+            time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate()
+    assert _failures(db, "doomed") == 0
+    fact = facts.get("u1", "c", "k")
+    assert fact is not None and fact.value == "committed"
+    # The server rolled the dead transaction back and released its row lock: an update of
+    # the same row does not wait (a lock time-out would raise).
+    with db.atomic():
+        db.execute("SET LOCAL lock_timeout = '5s'")
+        facts.update(fact.id, "after the crash", "user", NOW)
+    after = facts.get("u1", "c", "k")
+    assert after is not None and after.value == "after the crash"
+
+
+# -- connections and credentials ---------------------------------------------------------
+
+
+def test_redact_hides_passwords_only() -> None:
+    assert redact("postgresql://ann:s3cret@db.example:5432/mem") == (
+        "postgresql://ann:***@db.example:5432/mem"
+    )
+    assert redact("postgres://ann@db/mem?sslmode=require&password=s3cret") == (
+        "postgres://ann@db/mem?sslmode=require&password=***"
+    )
+    assert redact("postgresql:///mem?host=/tmp") == "postgresql:///mem?host=/tmp"
+    assert redact("postgresql://ann:p%40ss:w@h/db") == "postgresql://ann:***@h/db"
+    assert (
+        redact("postgresql://h/db?PASSWORD=x&user=ann") == "postgresql://h/db?PASSWORD=***&user=ann"
+    )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://ann:s3cret@/mem?host=/nonexistent-socket-dir",
+        "postgresql://ann:s3cret@127.0.0.1:1/mem?connect_timeout=2",
+        "postgres://ann@127.0.0.1:1/mem?password=s3cret",
+    ],
+)
+def test_connection_failures_are_typed_and_never_show_the_password(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(DatabaseConnectionError) as raised:
+        PgDatabase(url, timeout=2)
+    error = raised.value
+    shown = " ".join([str(error), repr(error), json.dumps(error.to_dict()), caplog.text])
+    assert "s3cret" not in shown
+    assert "ann" in str(error) and error.code == "db_connection" and error.http_status == 503
+    assert error.__cause__ is None  # the driver's exception (and its text) is not chained
+
+
+def test_credentials_from_pg_environment_variables(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The URL names only the database; libpq takes the socket folder and user from PG*.
+    parts = urllib.parse.urlsplit(pg_url)
+    database = parts.path.lstrip("/")
+    monkeypatch.setenv("PGHOST", urllib.parse.parse_qs(parts.query)["host"][0])
+    monkeypatch.setenv("PGUSER", "postgres")
+    with PgDatabase(f"postgresql:///{database}") as env_db:
+        assert env_db.scalar("SELECT current_database()") == database
