@@ -32,6 +32,8 @@ from typing import Any
 
 import psycopg
 import psycopg.errors
+from pgvector.psycopg import register_vector
+from psycopg.types import TypeInfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from mindfile.errors import (
@@ -103,6 +105,7 @@ class PgDatabase:
             kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout))},
             timeout=timeout,
             name="mindfile",
+            configure=_configure,
             open=True,
         )
 
@@ -240,6 +243,11 @@ class PgDatabase:
 
     # -- lifecycle ----------------------------------------------------------------------
 
+    def refresh_connections(self) -> None:
+        """Replace the pooled connections (after a migration created types they should
+        know, such as pgvector's ``vector``)."""
+        self._pool.drain()
+
     def close(self) -> None:
         """Close every pooled connection."""
         with self._lock:
@@ -256,6 +264,12 @@ class PgDatabase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    """Per new connection: pgvector's types (numpy arrays in and out) once they exist."""
+    if TypeInfo.fetch(conn, "vector") is not None:
+        register_vector(conn)
 
 
 def _reason(exc: BaseException, url: str) -> str:

@@ -62,9 +62,8 @@ def apply_pg_migrations(db: PgDatabase, migrations: list[Migration] | None = Non
         db.execute(_BOOTSTRAP)
         applied = _applied(db)
     verify_applied(applied, migrations)
-    for migration in migrations:
-        if migration.version in applied:
-            continue
+    pending = [m for m in migrations if m.version not in applied]
+    for migration in pending:
         with db.atomic():
             db.execute(_LOCK)
             # Another process may have applied it while we waited for the lock.
@@ -78,6 +77,8 @@ def apply_pg_migrations(db: PgDatabase, migrations: list[Migration] | None = Non
                 "VALUES (%s, %s, %s, %s)",
                 (migration.version, migration.name, migration.sha256, utcnow()),
             )
+    if pending:
+        db.refresh_connections()  # pooled connections learn the types just created
     return pg_schema_version(db)
 
 
