@@ -65,9 +65,9 @@ def pg_server() -> Iterator[Any]:
 
 @pytest.fixture
 def pg_url(pg_server: Any) -> Iterator[str]:
-    """The URL of a fresh, empty database (pgvector available) on the session's server."""
-    url = pg_server.create_database()
+    """The URL of a fresh, empty schema (pgvector available) on the session's server."""
+    url = pg_server.fresh_url()
     try:
         yield url
     finally:
-        pg_server.drop_database(url)
+        pg_server.drop(url)

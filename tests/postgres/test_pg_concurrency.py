@@ -185,7 +185,7 @@ def test_concurrent_increments_from_processes_lose_nothing(db: PgDatabase, pg_ur
 
 
 def test_concurrent_openers_apply_each_migration_once(pg_server: object) -> None:
-    url = pg_server.create_database()  # type: ignore[attr-defined]
+    url = pg_server.fresh_url()  # type: ignore[attr-defined]
     try:
         versions = _children(*[["migrate", url] for _ in range(PROCESSES)])
         assert len(set(versions)) == 1
@@ -193,7 +193,7 @@ def test_concurrent_openers_apply_each_migration_once(pg_server: object) -> None
             rows = fresh.query("SELECT version FROM memory_migrations ORDER BY version")
             assert [r[0] for r in rows] == list(range(1, versions[0] + 1))  # type: ignore[operator]
     finally:
-        pg_server.drop_database(url)  # type: ignore[attr-defined]
+        pg_server.drop(url)  # type: ignore[attr-defined]
 
 
 # -- scheduler leases --------------------------------------------------------------------

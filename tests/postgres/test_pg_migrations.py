@@ -25,7 +25,8 @@ def test_migrations_create_every_table_once(pg_url: str) -> None:
         assert pg_schema_version(db) == 0
         assert apply_pg_migrations(db) == len(shipped)
         tables = {
-            r[0] for r in db.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+            r[0]
+            for r in db.query("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
         }
         assert tables == SQLITE_TABLES
         # A second open applies nothing and records nothing twice.
@@ -41,14 +42,14 @@ def test_every_text_column_sorts_in_byte_order(pg_url: str) -> None:
         apply_pg_migrations(db)
         loose = db.query(
             "SELECT table_name, column_name FROM information_schema.columns "
-            "WHERE table_schema = 'public' AND data_type = 'text' "
+            "WHERE table_schema = current_schema() AND data_type = 'text' "
             "AND collation_name IS DISTINCT FROM 'C'"
         )
         assert loose == []
         assert (
             db.scalar(
                 "SELECT count(*) FROM information_schema.columns "
-                "WHERE table_schema = 'public' AND collation_name = 'C'"
+                "WHERE table_schema = current_schema() AND collation_name = 'C'"
             )
             > 50
         )
