@@ -22,6 +22,7 @@ names = zipfile.ZipFile(sys.argv[1]).namelist()
 need = [
     "mindfile/py.typed",
     "mindfile/storage/migrations/0001_core.sql",
+    "mindfile/storage/postgres/migrations/0001_core.sql",
     "mindfile/embed/models/minilm-l6-static-256/model.safetensors",
     "mindfile/embed/models/minilm-l6-static-256/tokenizer.json",
     "mindfile/data/sample_conversation.json",
