@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,11 +18,18 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from mindfile.errors import ConflictError, DatabaseConnectionError, InvalidInputError
+from mindfile.errors import (
+    ConfigError,
+    ConflictError,
+    DatabaseConnectionError,
+    InvalidInputError,
+)
 from mindfile.scheduler import ScheduleCadence
 from mindfile.storage.postgres import PgDatabase, apply_pg_migrations, redact
+from mindfile.storage.postgres.db import _reason
 from mindfile.storage.postgres.scheduler import PgSchedulerStore
 from mindfile.storage.postgres.stores import pg_stores
 
@@ -68,17 +76,24 @@ def _children(*argvs: list[str], timeout: float = 120) -> list[object]:
         )
         for argv in argvs
     ]
-    deadline = time.monotonic() + timeout
-    while len(list(go.parent.glob("go.ready.*"))) < len(procs):
-        assert all(p.poll() is None for p in procs), "a child died before it was ready"
-        assert time.monotonic() < deadline, "the children never got ready"
-        time.sleep(0.02)
-    go.touch()
     answers = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=timeout)
-        assert proc.returncode == 0, err.decode()
-        answers.append(json.loads(out.decode().strip().splitlines()[-1]))
+    try:
+        deadline = time.monotonic() + timeout
+        while len(list(go.parent.glob("go.ready.*"))) < len(procs):
+            assert all(p.poll() is None for p in procs), "a child died before it was ready"
+            assert time.monotonic() < deadline, "the children never got ready"
+            time.sleep(0.02)
+        go.touch()
+        for proc in procs:
+            out, err = proc.communicate(timeout=timeout)
+            assert proc.returncode == 0, err.decode()
+            answers.append(json.loads(out.decode().strip().splitlines()[-1]))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        shutil.rmtree(go.parent, ignore_errors=True)
     return answers
 
 
@@ -287,6 +302,19 @@ def test_connection_failures_are_typed_and_never_show_the_password(
     assert "s3cret" not in shown
     assert "ann" in str(error) and error.code == "db_connection" and error.http_status == 503
     assert error.__cause__ is None  # the driver's exception (and its text) is not chained
+
+
+@pytest.mark.parametrize("url", ["seam.db", "host=db dbname=mem password=s3cret", "mysql://x/y"])
+def test_only_postgres_urls_are_accepted(url: str) -> None:
+    with pytest.raises(ConfigError, match="postgresql://") as raised:
+        PgDatabase(url)
+    assert "s3cret" not in str(raised.value)
+
+
+def test_reasons_never_carry_the_password() -> None:
+    url = "postgresql://ann:p%40ss@h/db?password=qu3ry"
+    error = psycopg.OperationalError("auth failed for p@ss and p%40ss and qu3ry\nmore")
+    assert _reason(error, url) == "auth failed for *** and *** and ***"
 
 
 def test_credentials_from_pg_environment_variables(

@@ -37,6 +37,7 @@ from psycopg.types import TypeInfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from mindfile.errors import (
+    ConfigError,
     ConflictError,
     DatabaseConnectionError,
     InvalidInputError,
@@ -88,7 +89,15 @@ class PgDatabase:
         max_size: int = 8,
         timeout: float = CONNECT_TIMEOUT,
     ) -> None:
-        self.url = url
+        scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+        if scheme not in ("postgresql", "postgres"):
+            # Not echoed: a key=value connection string may hold a password in any form.
+            shown = f"a {scheme}:// URL" if scheme else "something that is not a URL"
+            raise ConfigError(
+                f"a Postgres store is given by a postgresql:// or postgres:// URL, not {shown}"
+            )
+        # Private: the URL may hold a password; everything shown uses `display`.
+        self._url = url
         #: The URL as it may be shown (no password).
         self.display = redact(url)
         self.readonly = False
@@ -99,7 +108,7 @@ class PgDatabase:
         # once, with the server's reason, instead of a pool timing out in the background.
         self._probe(timeout)
         self._pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
-            url,
+            self._url,
             min_size=min_size,
             max_size=max_size,
             kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout))},
@@ -111,11 +120,11 @@ class PgDatabase:
 
     def _probe(self, timeout: float) -> None:
         try:
-            with psycopg.connect(self.url, connect_timeout=max(1, int(timeout))) as conn:
+            with psycopg.connect(self._url, connect_timeout=max(1, int(timeout))) as conn:
                 conn.execute("SELECT 1")
         except psycopg.Error as exc:
             raise DatabaseConnectionError(
-                f"cannot connect to {self.display}: {_reason(exc, self.url)}",
+                f"cannot connect to {self.display}: {_reason(exc, self._url)}",
                 url=self.display,
             ) from None
 
@@ -137,12 +146,12 @@ class PgDatabase:
         except PoolTimeout as exc:
             raise DatabaseConnectionError(
                 f"no connection to {self.display} within the pool's time-out: "
-                f"{_reason(exc, self.url)}",
+                f"{_reason(exc, self._url)}",
                 url=self.display,
             ) from None
 
     def _run(self, sql: str, params: Params, fetch: bool) -> list[Row]:
-        with self._connection() as conn, _translate(self.url), conn.cursor() as cur:
+        with self._connection() as conn, _translate(self._url), conn.cursor() as cur:
             cur.execute(sql, params)
             self._local.rowcount = cur.rowcount
             if not fetch or cur.description is None:
@@ -157,7 +166,7 @@ class PgDatabase:
         """Run one statement once per parameter row."""
         if not rows:
             return
-        with self._connection() as conn, _translate(self.url), conn.cursor() as cur:
+        with self._connection() as conn, _translate(self._url), conn.cursor() as cur:
             cur.executemany(sql, rows)
             self._local.rowcount = cur.rowcount
 
@@ -195,7 +204,7 @@ class PgDatabase:
         """A transaction; nested calls become savepoints. All or nothing."""
         local = self._local
         if local.conn is not None:
-            with _translate(self.url), local.conn.transaction():
+            with _translate(self._url), local.conn.transaction():
                 local.depth += 1
                 local.writing += 1
                 try:
@@ -207,7 +216,7 @@ class PgDatabase:
         with self._connection() as conn:
             local.conn, local.depth, local.writing = conn, 1, 1
             try:
-                with _translate(self.url), conn.transaction():
+                with _translate(self._url), conn.transaction():
                     yield self
             finally:
                 local.conn, local.depth, local.writing = None, 0, 0
@@ -225,7 +234,7 @@ class PgDatabase:
         with self._connection() as conn:
             local.conn, local.depth = conn, 1
             try:
-                with _translate(self.url), conn.transaction():
+                with _translate(self._url), conn.transaction():
                     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                     yield self
             finally:
@@ -273,12 +282,22 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
 
 
 def _reason(exc: BaseException, url: str) -> str:
-    """The server's or libpq's reason, with any trace of the password removed."""
+    """The server's or libpq's reason (first line), with any trace of the password removed."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    password = urllib.parse.urlsplit(url).password if "://" in url else None
-    if password:
-        text = text.replace(password, "***").replace(urllib.parse.quote(password), "***")
+    for secret in _passwords(url):
+        text = text.replace(secret, "***").replace(urllib.parse.quote(secret, safe=""), "***")
     return text
+
+
+def _passwords(url: str) -> list[str]:
+    """The passwords a URL holds: in its user information and in ``password=``."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        found = [parts.password or "", urllib.parse.unquote(parts.password or "")]
+        found += [v for k, v in urllib.parse.parse_qsl(parts.query) if k.lower() == "password"]
+    except ValueError:
+        return []
+    return [p for p in found if p]
 
 
 @contextlib.contextmanager
