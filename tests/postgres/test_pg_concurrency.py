@@ -26,6 +26,7 @@ from mindfile.errors import (
     ConflictError,
     DatabaseConnectionError,
     InvalidInputError,
+    StorageError,
 )
 from mindfile.scheduler import ScheduleCadence
 from mindfile.storage.postgres import PgDatabase, apply_pg_migrations, redact
@@ -141,6 +142,20 @@ def test_threads_do_not_see_each_other_s_uncommitted_writes(db: PgDatabase) -> N
     release.set()
     thread.join(10)
     assert _failures(db, "pending") == 1
+
+
+def test_a_snapshot_sees_one_state_while_others_commit(db: PgDatabase) -> None:
+    _record(db, "seen")
+    with db.snapshot():
+        assert db.in_transaction and not db.in_write_transaction
+        assert _failures(db, "seen") == 1
+        writer = threading.Thread(target=_record, args=(db, "seen"))
+        writer.start()
+        writer.join(10)
+        assert _failures(db, "seen") == 1  # the other thread's commit is not visible
+        with pytest.raises(StorageError, match="read-only"):
+            _record(db, "nope")
+    assert _failures(db, "seen") == 2 and not db.in_transaction
 
 
 # -- compare-and-swap --------------------------------------------------------------------
