@@ -281,6 +281,33 @@ def test_a_writer_killed_mid_transaction_leaves_nothing_and_holds_no_lock(
     assert after is not None and after.value == "after the crash"
 
 
+def test_a_lock_time_out_is_a_storage_error_not_a_lost_connection(db: PgDatabase) -> None:
+    facts = pg_stores(db).facts
+    facts.insert("u1", "c", "k", "v", "agent", NOW)
+    fact = facts.get("u1", "c", "k")
+    assert fact is not None
+    holding, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with db.atomic():
+            facts.update(fact.id, "held", "agent", NOW)
+            holding.set()
+            done.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert holding.wait(10)
+        with pytest.raises(StorageError, match="lock timeout") as raised, db.atomic():
+            db.execute("SET LOCAL lock_timeout = '100ms'")
+            facts.update(fact.id, "blocked", "agent", NOW)
+        assert not isinstance(raised.value, DatabaseConnectionError)
+    finally:
+        done.set()
+        thread.join(10)
+    assert db.scalar("SELECT 1") == 1  # the pool still works
+
+
 # -- connections and credentials ---------------------------------------------------------
 
 

@@ -300,6 +300,13 @@ def _passwords(url: str) -> list[str]:
     return [p for p in found if p]
 
 
+def _connection_lost(exc: psycopg.Error) -> bool:
+    """Whether the error means the connection is gone (no SQLSTATE from the server,
+    class 08 "connection exception", or the server shutting the session down)."""
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03")
+
+
 @contextlib.contextmanager
 def _translate(url: str) -> Iterator[None]:
     """Turn psycopg's exceptions into Mindfile's error tree."""
@@ -310,6 +317,8 @@ def _translate(url: str) -> Iterator[None]:
     except (psycopg.errors.DataError, psycopg.errors.NumericValueOutOfRange) as exc:
         raise InvalidInputError(f"a value the store cannot hold: {_reason(exc, url)}") from exc
     except psycopg.OperationalError as exc:
+        if not _connection_lost(exc):  # a lock time-out, a deadlock, a cancelled query
+            raise StorageError(f"database error: {_reason(exc, url)}") from exc
         raise DatabaseConnectionError(
             f"lost the connection to {redact(url)}: {_reason(exc, url)}", url=redact(url)
         ) from None
