@@ -324,6 +324,8 @@ def _translate(url: str) -> Iterator[None]:
         ) from None
     except psycopg.Error as exc:
         raise StorageError(f"database error: {_reason(exc, url)}") from exc
+    except UnicodeEncodeError as exc:  # a lone surrogate: not storable as UTF-8
+        raise InvalidInputError("text contains invalid unicode (lone surrogates)") from exc
     except ValueError as exc:
         # psycopg refuses NUL characters before sending: Postgres text cannot hold them.
         if "NUL" not in str(exc):
