@@ -68,10 +68,8 @@ _examples = itertools.count()
 
 def _apply(db: Any, stores: Stores, mark: str, ops: list[tuple[Any, ...]], n: int) -> list[Any]:
     scope, session = f"scope{n}", f"session{n}"
-    db.execute(
-        f"INSERT INTO sessions (session_id, created_at, updated_at) VALUES ({mark}, {mark}, {mark})",
-        (session, NOW, NOW),
-    )
+    insert = "INSERT INTO sessions (session_id, created_at, updated_at) VALUES ({0}, {0}, {0})"
+    db.execute(insert.format(mark), (session, NOW, NOW))
     out: list[Any] = []
     facts, failures, states = stores.facts, stores.llm_failures, stores.session_state
     for op in ops:
@@ -131,7 +129,7 @@ def test_both_backends_answer_alike(both: list[Any], ops: list[tuple[Any, ...]])
 
 def test_what_only_postgres_refuses(both: list[Any]) -> None:
     """Postgres text cannot hold U+0000: a typed error there; SQLite stores it."""
-    (lite, lite_stores, _), (_, pg_stores_, _) = both
+    (_, lite_stores, _), (_, pg_stores_, _) = both
     lite_stores.facts.insert("nul", "c", "k", "a\x00b", "agent", NOW)
     assert lite_stores.facts.get("nul", "c", "k").value == "a\x00b"  # type: ignore[union-attr]
     with pytest.raises(InvalidInputError, match="NUL"):
