@@ -359,6 +359,25 @@ def test_reasons_never_carry_the_password() -> None:
     assert _reason(error, url) == "auth failed for *** and *** and ***"
 
 
+def test_a_lost_connection_is_typed_the_pool_recovers_and_the_password_stays_hidden(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    # The test server trusts every login, so the password is carried but not checked:
+    # what matters here is that it never shows.
+    url = pg_url.replace("postgresql://postgres@", "postgresql://postgres:pw-s3cret@")
+    with PgDatabase(url, max_size=1) as db:
+        pid = db.scalar("SELECT pg_backend_pid()")
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(DatabaseConnectionError) as raised:
+            db.scalar("SELECT 1")
+        assert db.scalar("SELECT pg_backend_pid()") != pid  # a new connection
+        shown = " ".join([caplog.text, str(raised.value), repr(db), db.display])
+    assert "pw-s3cret" not in shown
+    assert "postgres:***@" in str(raised.value)
+
+
 def test_credentials_from_pg_environment_variables(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
