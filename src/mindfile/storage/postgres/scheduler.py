@@ -39,6 +39,7 @@ from mindfile.scheduler._sql import (
 )
 from mindfile.scheduler._time import TimeLike, iso, iso_or_none, now_utc
 from mindfile.scheduler.cadence import next_run_for_cadence, validate_cadence
+from mindfile.scheduler.protocol import SchedulerStore
 from mindfile.scheduler.store import MAX_LEASE_SECS
 from mindfile.scheduler.store import _clock as clock
 from mindfile.scheduler.types import (
@@ -444,3 +445,8 @@ class PgSchedulerStore:
         if row is None:
             raise NotFoundError(f"no run {run_id!r}", run_id=run_id)
         return run_from_row(row)
+
+
+def _conforms(db: PgDatabase) -> SchedulerStore:
+    """Never called: lets mypy check that the class implements the protocol."""
+    return PgSchedulerStore(db)
