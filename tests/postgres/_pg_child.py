@@ -6,7 +6,7 @@ all start writing at once.
 
 * ``cas URL SESSION ROUNDS`` - until the summary epoch reaches ROUNDS: read the epoch,
   try to move it one step with the compare-and-swap; prints the epochs it won.
-* ``claim URL RUNNER`` - claim due schedules two at a time until none is left; prints
+* ``claim URL RUNNER LIMIT`` - claim due schedules, LIMIT at a time, until none is left; prints
   the schedule ids it was handed.
 * ``use URL CHUNK_ID TIMES`` - record one use of a chunk TIMES times (read-modify-write
   in SQL); prints how many calls found the chunk.
@@ -41,10 +41,10 @@ def cas(db: PgDatabase, session: str, rounds: int, me: str) -> list[int]:
     return won
 
 
-def claim(db: PgDatabase, runner: str) -> list[str]:
+def claim(db: PgDatabase, runner: str, limit: int) -> list[str]:
     store = PgSchedulerStore(db)
     got: list[str] = []
-    while batch := store.claim_due(FAR, runner_id=runner, lease_secs=3600, limit=2):
+    while batch := store.claim_due(FAR, runner_id=runner, lease_secs=3600, limit=limit):
         got.extend(c.schedule.schedule_id for c in batch)
     return got
 
@@ -78,7 +78,7 @@ def _start_together() -> None:
     while not Path(go).exists():
         if time.monotonic() > deadline:
             raise SystemExit("no go from the parent")
-        time.sleep(0.01)
+        time.sleep(0.002)
 
 
 def main(argv: list[str]) -> None:
@@ -88,7 +88,7 @@ def main(argv: list[str]) -> None:
         if mode == "cas":
             out: object = cas(db, args[0], int(args[1]), args[2])
         elif mode == "claim":
-            out = claim(db, args[0])
+            out = claim(db, args[0], int(args[1]))
         elif mode == "use":
             out = use(db, args[0], int(args[1]))
         elif mode == "migrate":

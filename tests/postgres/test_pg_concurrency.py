@@ -237,7 +237,9 @@ def test_scheduler_leases_are_exclusive_across_processes(db: PgDatabase, pg_url:
         ).schedule_id
         for i in range(120)
     }
-    claimed = _children(*[["claim", pg_url, f"runner{i}"] for i in range(PROCESSES)])
+    claimed = _children(
+        *[["claim", pg_url, f"runner{i}", str(1 + i % 3)] for i in range(PROCESSES)]
+    )
     every = [sid for got in claimed for sid in got]  # type: ignore[attr-defined]
     assert sorted(every) == sorted(made)  # each occurrence handed out exactly once
     assert sum(1 for got in claimed if got) >= 2  # they really competed
