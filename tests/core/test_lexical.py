@@ -117,3 +117,32 @@ def test_fts5_mode_still_works(db_path: Path) -> None:
 
 def test_column_weights_are_fts5s() -> None:
     assert COLUMN_WEIGHTS == (1.0, 0.5, 0.3)
+
+
+_columns = st.lists(st.sampled_from([*WORDS[:6], "x"]), max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(_columns, _columns, _columns), max_size=12))
+def test_batch_analysis_counts_like_one_dict_per_document(docs) -> None:
+    """The vectorised batch path gives each document's column-weighted term frequencies
+    and token count, exactly as counting each document on its own does."""
+    from collections import Counter
+
+    from mindfile.retrieve.lexical_state import analyse_batch
+
+    weights = (1.0, 0.5, 0.3)
+    rowids = list(range(100, 100 + len(docs)))
+    batch = analyse_batch(rowids, ["s"] * len(docs), [list(d) for d in docs], weights)
+    got: dict[tuple[int, str], float] = {}
+    for term, doc, tf in zip(batch.pair_term, batch.pair_doc, batch.pair_tf, strict=True):
+        got[(int(doc), batch.terms[term])] = float(tf)
+    want: dict[tuple[int, str], float] = {}
+    for d, columns in enumerate(docs):
+        for w, toks in zip(weights, columns, strict=True):
+            for tok, n in Counter(toks).items():
+                want[(d, tok)] = want.get((d, tok), 0.0) + w * n
+    assert got == pytest.approx(want, rel=1e-6)
+    assert batch.lengths.tolist() == [sum(len(c) for c in d) for d in docs]
+    pairs = list(zip(batch.pair_term.tolist(), batch.pair_doc.tolist(), strict=True))
+    assert pairs == sorted(pairs) and len(set(pairs)) == len(pairs)  # (term, doc) order

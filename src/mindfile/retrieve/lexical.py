@@ -39,8 +39,6 @@ import logging
 import os
 import threading
 import time
-from collections import Counter
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -51,7 +49,7 @@ import numpy as np
 
 from mindfile.retrieve.fts import COLUMN_WEIGHTS, query_words
 from mindfile.retrieve.lexical_disk import LexManifest, Segment, collect, merge
-from mindfile.retrieve.lexical_state import Delta, State, combine
+from mindfile.retrieve.lexical_state import Delta, State, analyse_batch, combine
 from mindfile.storage.changes import bounds, read_since
 from mindfile.storage.db import Database, Row
 from mindfile.vector.ann_disk import BUILD_LOCK, MANIFEST, file_lock, index_root, store_id
@@ -144,17 +142,6 @@ class Bm25Index:
         """The stemmed, de-duplicated, stop-word-free terms of a query (as FTS5 sees them)."""
         stems = (self._stem(word) for word in query_words(text))
         return list(dict.fromkeys(s for s in stems if s))
-
-    def _analyse(self, columns: Sequence[str]) -> tuple[dict[str, float], int]:
-        """A chunk's column-weighted term frequencies and its length in tokens."""
-        tf: dict[str, float] = {}
-        length = 0
-        for weight, text in zip(self._weights, columns, strict=True):
-            tokens = self._tokens(text) if text else []
-            length += len(tokens)
-            for token, n in Counter(tokens).items():
-                tf[token] = tf.get(token, 0.0) + weight * n
-        return tf, length
 
     # -- state --------------------------------------------------------------------------
 
@@ -651,19 +638,30 @@ class Bm25Index:
                 state.remove(int(rowid))
         # Tokenise a batch outside the index lock (searches go on), apply it under it.
         for start in range(0, len(rows), APPLY_BATCH):
-            analysed: list[tuple[int, str, dict[str, float], int]] = []
-            for i, (rowid, session_id, *columns) in enumerate(rows[start : start + APPLY_BATCH]):
+            part = rows[start : start + APPLY_BATCH]
+            columns: list[list[list[str]]] = []
+            # The chunks of one event share their neighbour context: tokenise it once.
+            seen: dict[str, list[str]] = {}
+            for i, (_rowid, _session, *texts) in enumerate(part):
                 if i % 16 == 0 and background:
                     # Hand the GIL over often: a searching thread re-takes it after every
                     # SQLite step and would otherwise wait a whole switch interval each time.
                     time.sleep(0)
                     if self._closing:
                         return True
-                analysed.append((int(rowid), str(session_id), *self._analyse(columns)))
+                own, *context = texts
+                doc = [self._tokens(own)]
+                for text in context:
+                    toks = seen.get(text)
+                    if toks is None:
+                        toks = seen[text] = self._tokens(text)
+                    doc.append(toks)
+                columns.append(doc)
+            batch = analyse_batch(
+                [int(r[0]) for r in part], [str(r[1]) for r in part], columns, self._weights
+            )
             with self._lock:
-                for rowid, session_id, tf, length in analysed:
-                    state.add(rowid, session_id, tf, length)
-                    state.max_rowid = max(state.max_rowid, rowid)
+                state.add_batch(batch)
         with self._lock:
             state.changes_seen = newest
             if state.compact_soon() and self._folder is None:
