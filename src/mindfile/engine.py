@@ -17,6 +17,7 @@ from mindfile._api.context import ContextAPI
 from mindfile._api.jobs import JobsAPI
 from mindfile._api.manage import ManageAPI
 from mindfile._api.memory import AgentMemoryAPI
+from mindfile._follow import IdleFollower
 from mindfile.embed import Embedder, embedder_for_model_id, fusion_weights, resolve_embedder
 from mindfile.errors import ConfigError, InvalidInputError, MindfileError, ScopeError
 from mindfile.files.lines import LineSpec
@@ -219,6 +220,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         self._last_error: str | None = None
         #: The latest events of active sessions, kept in process (mindfile.context.cache).
         self.working_memory = _ctx.WorkingMemory()
+        #: Catches the indexes up once a bulk write pauses (mindfile._follow).
+        self._follower = IdleFollower(self._follow_indexes)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -319,6 +322,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
     def close(self) -> None:
         """Release the database connection and the in-memory index."""
         if not self.db.closed:
+            self._follower.close(timeout=0.0 if self.db.held_by_me() else 30.0)
             if not self.read_only:
                 self._purge_if_pending()
             self.index.close()
@@ -478,7 +482,17 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
                 now,
             )
         self.working_memory.note_write(events, now)
+        self._follower.wrote(added)
         return added
+
+    def _follow_indexes(self) -> None:
+        """After a bulk write and a pause: catch the vector index up (publishing its
+        generation when the delta is large) and start the BM25 index's background build."""
+        if self.db.closed:
+            return
+        self.index.size()
+        if self.lexical is not None:
+            self.lexical.warm()
 
     def recall(
         self, session_id: str, limit: int | None = None, *, user_id: str | None = None
