@@ -72,6 +72,8 @@ L0_FRACTION = 0.25
 FOLDER = "bm25"
 #: Chunks tokenised between two takes of the index lock while catching up.
 APPLY_BATCH = 2048
+#: Chunks read from SQLite in one statement (one take of the database lock).
+READ_PAGE = 4 * APPLY_BATCH
 #: First delay before retrying a failed background build, and its cap (doubling).
 RETRY_SECONDS = 1.0
 RETRY_MAX_SECONDS = 300.0
@@ -406,11 +408,13 @@ class Bm25Index:
 
         Most of the catching up happens without ``_sync`` (searches go on with the old
         state); the last step, under it, applies what was written meanwhile."""
-        for _ in range(3):
+        rounds = 0  # complete catch-ups (all pages), a few to converge with writers
+        while rounds < 3 and not self._closing:
             read = self._read_changes(fresh)
             if read is None:
                 break
-            self._apply(fresh, *read)
+            if self._apply(fresh, *read):
+                rounds += 1
         with self._sync:
             if self._closing:
                 return
@@ -590,9 +594,11 @@ class Bm25Index:
 
     def _read_changes(
         self, state: State
-    ) -> tuple[tuple[int, int], int, list[Row], list[Row]] | None:
-        """``(token, newest_seq, logged, rows)`` to apply to ``state``, or None when it is
-        up to date."""
+    ) -> tuple[tuple[int, int], int, list[Row], list[Row], bool] | None:
+        """``(token, newest_seq, logged, rows, more)`` to apply to ``state``, or None when
+        it is up to date. New chunks are read ``READ_PAGE`` at a time (``more``: a full
+        page, read again after applying it), so a build after a bulk ingest holds the
+        database lock for one page at a time, not for the whole backlog."""
         with self._db.lock:
             if self._db.in_write_transaction:
                 return None
@@ -612,16 +618,18 @@ class Bm25Index:
                     {int(r) for r, op in logged if op == "u" and int(r) <= state.max_rowid}
                 )
                 rows = self._db.query(
-                    f"SELECT id, session_id, {_COLUMNS} FROM chunks WHERE id > ? ORDER BY id",
-                    (state.max_rowid,),
+                    f"SELECT id, session_id, {_COLUMNS} FROM chunks WHERE id > ? "
+                    "ORDER BY id LIMIT ?",
+                    (state.max_rowid, READ_PAGE),
                 )
+                more = len(rows) == READ_PAGE
                 if reread:
                     rows += self._db.query(
                         f"SELECT id, session_id, {_COLUMNS} FROM chunks "
                         "WHERE id IN (SELECT value FROM json_each(?))",
                         (f"[{','.join(map(str, reread))}]",),
                     )
-        return version, newest, logged, rows
+        return version, newest, logged, rows, more
 
     def _apply(
         self,
@@ -630,8 +638,10 @@ class Bm25Index:
         newest: int,
         logged: list[Row],
         rows: list[Row],
+        more: bool,
     ) -> bool:
-        """Apply a read to ``state``; False when a compaction needs a re-read."""
+        """Apply a read to ``state``; False when there is more to read (the rest of a
+        backlog, or everything again after a compaction)."""
         background = threading.current_thread() in (self._builder, self._merger)
         with self._lock:
             for rowid, _op in logged:
@@ -667,6 +677,8 @@ class Bm25Index:
             if state.compact_soon() and self._folder is None:
                 state.reset()  # compact the tombstones: read everything again
                 return False
+            if more:
+                return False  # the next page: up to date only after the last one
             state.data_version = version
             if state is self._state:
                 self._dirty = False
