@@ -807,5 +807,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
                 "lexical_index": "fts5" if self.lexical is None else self.lexical.state(),
                 # the shared BM25 base on disk: documents, generation, this process's delta
                 "lexical": None if self.lexical is None else self.lexical.stats(),
+                # the vector index: its shared part on disk (if any) and this process's
+                "vector": self.index.stats(),
             },
         )

@@ -580,6 +580,22 @@ class AnnIndex:
         self.merge(full=True)
         self._catch_up()
 
+    def stats(self) -> dict[str, object]:
+        """The published base this process reads (count, generation, what it was
+        built with) and its in-memory delta (rows held, base rows tombstoned)."""
+        with self._lock:
+            reader, delta = self._reader, self._delta
+            manifest = None if reader is None else reader.manifest
+            return {
+                "persisted": manifest is not None,
+                "folder": str(self.folder),
+                "base_count": 0 if manifest is None else manifest.count,
+                "base_generation": None if manifest is None else manifest.generation,
+                "delta": len(delta),
+                "tombstones": len(delta.tombstones),
+                "merging": self._thread is not None and self._thread.is_alive(),
+            }
+
     def size(self) -> int:
         self._catch_up()
         self._after_catch_up()
