@@ -472,7 +472,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             )
             # Quotas: evict or fail inside this transaction (docs/memory-management.md).
             _quota.enforce_quotas(
-                self.db,
+                self,
                 [e.session_id for e in events],
                 [(e.session_id, e.sequence) for e in events],
                 now,

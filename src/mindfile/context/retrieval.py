@@ -44,7 +44,7 @@ from mindfile.context.rerank import Candidate, Leg
 from mindfile.embed import SEED_FUSION_WEIGHTS
 from mindfile.embed.base import Vector
 from mindfile.errors import ScopeError
-from mindfile.manage.expiry import get_decay_policy
+from mindfile.manage.expiry import decay_policy
 from mindfile.manage.importance import effective_importance
 from mindfile.memory.facts import facts_session
 from mindfile.memory.notes import notes_session
@@ -53,6 +53,7 @@ from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.search import DEFAULT_CANDIDATES
 from mindfile.retrieve.temporal import apply_time, time_query
 from mindfile.storage.db import Database
+from mindfile.storage.meta import SqliteMetaStore
 from mindfile.vector.base import VectorIndex
 
 if TYPE_CHECKING:
@@ -252,7 +253,7 @@ def gather_candidates(
             legs.setdefault(item.rowid, set()).add("hybrid")
     if not legs:
         return []
-    half_life = get_decay_policy(db).half_life_seconds
+    half_life = decay_policy(SqliteMetaStore(db)).half_life_seconds
     out = []
     for cand in _load(db, legs, scores, relevance, query_vec, scope.now, half_life):
         if "salience" in cand.legs and not (cand.pinned or cand.importance >= salience_threshold):

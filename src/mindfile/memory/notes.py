@@ -295,7 +295,7 @@ def _put(
         notes.link(session_id, note_id, sequence)
         if kept is not None:
             restore_state(engine, session_id, sequence, kept)
-        enforce_quotas(db, [session_id], [(session_id, sequence)], now)
+        enforce_quotas(engine, [session_id], [(session_id, sequence)], now)
     return Note(session_id, note_id, content, source, tuple(tags), created_at, now, sequence)
 
 

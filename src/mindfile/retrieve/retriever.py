@@ -26,6 +26,7 @@ from mindfile.embed.base import Vector
 from mindfile.manage.expiry import hidden_rowids
 from mindfile.retrieve.fts import fts_search, session_clause, tag_clause
 from mindfile.storage.db import Database, utcnow
+from mindfile.storage.lifecycle import SqliteLifecycleStore
 from mindfile.vector.base import VectorFilter, VectorIndex
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ class Retriever:
         ``lexical_k`` BM25 hits of ``query``, both within ``flt``."""
         if flt.empty or ((query_vec is None or vector_k <= 0) and lexical_k <= 0):
             return Legs([], [])
-        hidden = hidden_rowids(self.db, utcnow())
+        hidden = hidden_rowids(SqliteLifecycleStore(self.db), utcnow())
         where = flt.resolve(self.db)
         if where is not None and where.rowids is not None and len(where.rowids) == 0:
             return Legs([], [])

@@ -15,13 +15,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mindfile.storage.consolidation import ConsolidationStore, SqliteConsolidationStore
 from mindfile.storage.db import Database
 from mindfile.storage.events import EventStore, SqliteEventStore
 from mindfile.storage.facts import FactStore, SqliteFactStore
 from mindfile.storage.integrity import IntegrityStore, SqliteIntegrityStore
+from mindfile.storage.lifecycle import LifecycleStore, SqliteLifecycleStore
 from mindfile.storage.llm_failures import LLMFailureStore, SqliteLLMFailureStore
 from mindfile.storage.marks import MarkStore, SqliteMarkStore
+from mindfile.storage.meta import MetaStore, SqliteMetaStore
 from mindfile.storage.notes import NoteStore, SqliteNoteStore
+from mindfile.storage.quotas import QuotaStore, SqliteQuotaStore
 from mindfile.storage.session_state import SessionStateStore, SqliteSessionStateStore
 
 __all__ = ["Stores", "sqlite_stores"]
@@ -38,6 +42,10 @@ class Stores:
     session_state: SessionStateStore
     llm_failures: LLMFailureStore
     integrity: IntegrityStore
+    meta: MetaStore
+    lifecycle: LifecycleStore
+    quotas: QuotaStore
+    consolidation: ConsolidationStore
 
 
 def sqlite_stores(db: Database) -> Stores:
@@ -50,4 +58,8 @@ def sqlite_stores(db: Database) -> Stores:
         session_state=SqliteSessionStateStore(db),
         llm_failures=SqliteLLMFailureStore(db),
         integrity=SqliteIntegrityStore(db),
+        meta=SqliteMetaStore(db),
+        lifecycle=SqliteLifecycleStore(db),
+        quotas=SqliteQuotaStore(db),
+        consolidation=SqliteConsolidationStore(db),
     )
