@@ -38,6 +38,7 @@ from mindfile.retrieve.search import (
 )
 from mindfile.storage import erase, log
 from mindfile.storage.db import Database, utcnow
+from mindfile.storage.meta import DIMS_KEY, MODEL_KEY
 from mindfile.storage.migrations import apply_migrations, check_migrations
 from mindfile.storage.stores import sqlite_stores
 from mindfile.tokens import TokenCounter, estimate_tokens, message_tokens
@@ -224,7 +225,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
 
     def _bind_embedder(self, spec: str | Embedder | None) -> Embedder:
         """Record the store's model on first open; refuse a different one later."""
-        stored: dict[str, str] = dict(self.db.query("SELECT key, value FROM store_meta"))
+        meta = self.stores.meta
+        stored = meta.get_many((MODEL_KEY, DIMS_KEY))
         model_id, dims = stored.get("embedding_model"), stored.get("embedding_dims")
         if spec is None and model_id is not None:
             found = embedder_for_model_id(model_id)
@@ -240,16 +242,9 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         if model_id is None and self.read_only:
             return embedder  # nothing stored yet, and nothing may be recorded
         if model_id is None:
-            with self.db.atomic():
-                self.db.executemany(
-                    "INSERT OR IGNORE INTO store_meta (key, value) VALUES (?, ?)",
-                    [
-                        ("embedding_model", embedder.model_id),
-                        ("embedding_dims", str(embedder.dimensions)),
-                    ],
-                )
-            stored = dict(self.db.query("SELECT key, value FROM store_meta"))
-            model_id, dims = stored["embedding_model"], stored["embedding_dims"]
+            meta.set_default({MODEL_KEY: embedder.model_id, DIMS_KEY: str(embedder.dimensions)})
+            stored = meta.get_many((MODEL_KEY, DIMS_KEY))
+            model_id, dims = stored[MODEL_KEY], stored[DIMS_KEY]
         if model_id != embedder.model_id or int(dims or 0) != embedder.dimensions:
             raise ConfigError(
                 f"this store's vectors were made with {model_id!r} ({dims} dims), not "
@@ -269,9 +264,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
     def _switch_embedder(self, embedder: Embedder, *, owned: bool = False) -> None:
         """Switch this engine to ``embedder`` after the store's model was changed to it
         (:meth:`reembed` does this); rebuilds the vector index for its dimensions."""
-        if self.db.scalar("SELECT value FROM store_meta WHERE key = 'embedding_model'") != (
-            embedder.model_id
-        ):
+        if self.stores.meta.get(MODEL_KEY) != embedder.model_id:
             raise ConfigError("the store's model is not this embedder's; use reembed()")
         old = self.index
         if self._owns_embedder:
@@ -291,7 +284,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         version = self.db.data_version()
         if version == self._model_version:
             return
-        stored = self.db.scalar("SELECT value FROM store_meta WHERE key = 'embedding_model'")
+        stored = self.stores.meta.get(MODEL_KEY)
         if stored is not None and stored != self.embedder.model_id:
             raise ConfigError(
                 f"this store was re-embedded with {stored!r} by another process; reopen it "
@@ -519,7 +512,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         """
         check_id(user_id, "user_id")
         with self.db.atomic():
-            sessions = [str(r[0]) for r in self.db.query(erase.USER_SESSIONS, (user_id,))]
+            sessions = erase.user_sessions(self.db, user_id)
             counts = erase.erase_user(self.db, user_id)
         for session_id in sessions:
             self.working_memory.invalidate(session_id)

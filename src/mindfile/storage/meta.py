@@ -15,7 +15,11 @@ from typing import Protocol
 
 from mindfile.storage.db import Database
 
-__all__ = ["MetaStore", "SqliteMetaStore"]
+__all__ = ["DIMS_KEY", "MODEL_KEY", "MetaStore", "SqliteMetaStore"]
+
+#: The model every vector was made with, and its dimensions (bound on first open).
+MODEL_KEY = "embedding_model"
+DIMS_KEY = "embedding_dims"
 
 
 class MetaStore(Protocol):
