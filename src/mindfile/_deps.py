@@ -39,10 +39,14 @@ class StoreDeps(Protocol):
 
 
 class EmbedDeps(Protocol):
-    """The embedder and the database (the job worker: embed outside, write inside)."""
+    """The embedder, the stores and the database (the job worker: embed outside, write
+    inside)."""
 
     @property
     def db(self) -> Database: ...
+
+    @property
+    def stores(self) -> Stores: ...
 
     @property
     def embedder(self) -> Embedder: ...

@@ -97,7 +97,7 @@ def reembed(
                 raise ConflictError("another re-embedding took over this one; not switched")
             _backfill_hashes(engine)
             unstaged = models.switch_model(db, embedder.model_id, embedder.dimensions)
-            queued = queue.enqueue(db, unstaged, queue.utc_clock())
+            queued = queue.enqueue(engine.stores.jobs, unstaged, queue.utc_clock())
             total = int(db.scalar("SELECT count(*) FROM chunks"))
             embedding_cache.drop_model(db, old_model)
         engine._switch_embedder(embedder, owned=not isinstance(new, Embedder))

@@ -20,6 +20,7 @@ from mindfile.storage.db import Database
 from mindfile.storage.events import EventStore, SqliteEventStore
 from mindfile.storage.facts import FactStore, SqliteFactStore
 from mindfile.storage.integrity import IntegrityStore, SqliteIntegrityStore
+from mindfile.storage.jobs import JobStore, SqliteJobStore
 from mindfile.storage.lifecycle import LifecycleStore, SqliteLifecycleStore
 from mindfile.storage.llm_failures import LLMFailureStore, SqliteLLMFailureStore
 from mindfile.storage.marks import MarkStore, SqliteMarkStore
@@ -46,6 +47,7 @@ class Stores:
     lifecycle: LifecycleStore
     quotas: QuotaStore
     consolidation: ConsolidationStore
+    jobs: JobStore
 
 
 def sqlite_stores(db: Database) -> Stores:
@@ -62,4 +64,5 @@ def sqlite_stores(db: Database) -> Stores:
         lifecycle=SqliteLifecycleStore(db),
         quotas=SqliteQuotaStore(db),
         consolidation=SqliteConsolidationStore(db),
+        jobs=SqliteJobStore(db),
     )
