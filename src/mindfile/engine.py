@@ -55,7 +55,7 @@ from mindfile.types import (
 from mindfile.vector import VectorIndex, choose_index, make_index
 
 if TYPE_CHECKING:
-    from mindfile.scheduler import SqliteSchedulerStore
+    from mindfile.storage.schedules import SqliteSchedulerStore
 
 logger = logging.getLogger("mindfile")
 
@@ -754,7 +754,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
     def schedules(self) -> SqliteSchedulerStore:
         """The scheduler store on this file (see :mod:`mindfile.scheduler`)."""
         if self._schedules is None:
-            from mindfile.scheduler import SqliteSchedulerStore
+            from mindfile.storage.schedules import SqliteSchedulerStore
 
             self._schedules = SqliteSchedulerStore(self.db)
         return self._schedules
