@@ -89,7 +89,7 @@ def build_context(
     )
     state = read_summary_state(engine, session_id)
     upper = state.upper_sequence if state is not None else -1
-    tail = engine.working_memory.recent(engine.db, session_id, cfg.recent_turns)
+    tail = engine.working_memory.recent(engine.stores.events, session_id, cfg.recent_turns)
     recent = [r for r in tail if r.sequence > upper]
     query_vec, degraded = _query_vector(engine, query, query_embedding)
     scope = resolve_scope(
