@@ -85,7 +85,7 @@ def reembed(
     started = time.perf_counter()
     old_model = engine.embedder.model_id
     if embedder.model_id == old_model and embedder.dimensions == engine.embedder.dimensions:
-        total = int(db.scalar("SELECT count(*) FROM chunks"))
+        total = engine.stores.integrity.chunk_count()
         return ReembedReport(old_model, old_model, total, 0, 0, 0, 0.0)
     me = default_worker_id()
     _claim(engine, me, embedder.model_id)
@@ -98,7 +98,7 @@ def reembed(
             _backfill_hashes(engine)
             unstaged = models.switch_model(db, embedder.model_id, embedder.dimensions)
             queued = queue.enqueue(engine.stores.jobs, unstaged, queue.utc_clock())
-            total = int(db.scalar("SELECT count(*) FROM chunks"))
+            total = engine.stores.integrity.chunk_count()
             embedding_cache.drop_model(db, old_model)
         engine._switch_embedder(embedder, owned=not isinstance(new, Embedder))
         if not engine.embedding_cache.enabled:
@@ -148,7 +148,7 @@ def _stage(
 ) -> tuple[int, int]:
     """Stage the new vectors of every chunk; returns (embedded, reused)."""
     db = engine.db
-    total = int(db.scalar("SELECT count(*) FROM chunks"))
+    total = engine.stores.integrity.chunk_count()
     staging = EmbeddingCache(db, enabled=True)
     last, done, embedded = 0, 0, 0
     while True:

@@ -28,6 +28,7 @@ from mindfile.storage.meta import MetaStore, SqliteMetaStore
 from mindfile.storage.notes import NoteStore, SqliteNoteStore
 from mindfile.storage.quotas import QuotaStore, SqliteQuotaStore
 from mindfile.storage.session_state import SessionStateStore, SqliteSessionStateStore
+from mindfile.storage.sessions import SessionStore, SqliteSessionStore
 
 __all__ = ["Stores", "sqlite_stores"]
 
@@ -36,6 +37,7 @@ __all__ = ["Stores", "sqlite_stores"]
 class Stores:
     """A backend's stores, one per aggregate."""
 
+    sessions: SessionStore
     events: EventStore
     notes: NoteStore
     facts: FactStore
@@ -53,6 +55,7 @@ class Stores:
 def sqlite_stores(db: Database) -> Stores:
     """The SQLite stores over ``db`` (they share its connection, lock and transactions)."""
     return Stores(
+        sessions=SqliteSessionStore(db),
         events=SqliteEventStore(db),
         notes=SqliteNoteStore(db),
         facts=SqliteFactStore(db),
