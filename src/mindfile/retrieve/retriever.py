@@ -27,6 +27,7 @@ from mindfile.manage.expiry import hidden_rowids
 from mindfile.retrieve.fts import fts_search, session_clause, tag_clause
 from mindfile.storage.db import Database, utcnow
 from mindfile.storage.lifecycle import SqliteLifecycleStore
+from mindfile.storage.search import SqliteSearchStore
 from mindfile.vector.base import VectorFilter, VectorIndex
 
 if TYPE_CHECKING:
@@ -83,8 +84,8 @@ class ReadFilter:
             return VectorFilter(rowids=np.zeros(0, dtype=np.int64))
         if self.tags or self.condition:
             sql, params = self.clause()
-            rows = db.query(f"SELECT c.id FROM chunks AS c WHERE 1{sql}", params)
-            return VectorFilter(rowids=np.fromiter((r[0] for r in rows), np.int64, len(rows)))
+            rows = SqliteSearchStore(db).rowids_where(sql, params)
+            return VectorFilter(rowids=np.fromiter(rows, np.int64, len(rows)))
         if self.session_ids is not None:
             return VectorFilter(session_ids=self.session_ids)
         return None
