@@ -37,7 +37,7 @@ from mindfile.storage import embedding_cache, models
 from mindfile.types import _ToDict
 
 if TYPE_CHECKING:
-    from mindfile.engine import Mindfile
+    from mindfile._deps import ReembedDeps
 
 __all__ = ["ReembedReport", "reembed"]
 
@@ -65,7 +65,7 @@ class ReembedReport(_ToDict):
 
 
 def reembed(
-    engine: Mindfile,
+    engine: ReembedDeps,
     new: str | Embedder,
     *,
     batch_size: int = 256,
@@ -120,7 +120,7 @@ def reembed(
     )
 
 
-def _claim(engine: Mindfile, me: str, target: str) -> None:
+def _claim(engine: ReembedDeps, me: str, target: str) -> None:
     db = engine.db
     with db.atomic():
         held = models.meta(db, "reembed_owner", "reembed_target")
@@ -134,7 +134,7 @@ def _claim(engine: Mindfile, me: str, target: str) -> None:
         models.reembed_claim(db, me, target)
 
 
-def _release(engine: Mindfile, me: str) -> None:
+def _release(engine: ReembedDeps, me: str) -> None:
     db = engine.db
     if db.closed:
         return
@@ -144,7 +144,7 @@ def _release(engine: Mindfile, me: str) -> None:
 
 
 def _stage(
-    engine: Mindfile, embedder: Embedder, batch_size: int, progress: Progress | None
+    engine: ReembedDeps, embedder: Embedder, batch_size: int, progress: Progress | None
 ) -> tuple[int, int]:
     """Stage the new vectors of every chunk; returns (embedded, reused)."""
     db = engine.db
@@ -170,7 +170,7 @@ def _stage(
     return embedded, done - embedded
 
 
-def _backfill_hashes(engine: Mindfile) -> None:
+def _backfill_hashes(engine: ReembedDeps) -> None:
     """Chunks written without ``text_hash`` meanwhile (an older Mindfile): hash them."""
     missing = models.missing_text_hashes(engine.db)
     if missing:
