@@ -452,8 +452,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         )
         now = utcnow()
         with self.db.atomic():
-            added = log.write_events(
-                self.db,
+            added = self.stores.sessions.write_events(
                 events,
                 vectors,
                 self.embedder.model_id,
@@ -486,7 +485,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             raise InvalidInputError("limit must be an integer or None")
         if limit is not None and limit < 0:
             raise InvalidInputError("limit must not be negative")
-        return log.load_events(self.db, session_id, limit)
+        return self.stores.events.recent(session_id, limit)
 
     def forget(self, session_id: str) -> bool:
         """Delete a session and everything derived from it; True if it existed."""
@@ -609,7 +608,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         for value, what in ((user_id, "user_id"), (channel, "channel")):
             if value is not None:
                 check_id(value, what)
-        return log.list_sessions(self.db, user_id=user_id, channel=channel)
+        return self.stores.sessions.list_sessions(user_id=user_id, channel=channel)
 
     def check_owner(self, session_id: str, user_id: str | None) -> None:
         """:class:`ScopeError` when ``user_id`` is given and the session is another
@@ -618,7 +617,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         if user_id is None:
             return
         check_id(user_id, "user_id")
-        scope = log.session_scope(self.db, session_id)
+        scope = self.stores.sessions.scope(session_id)
         owner = None if scope is None else scope[0]
         if owner is not None and owner != user_id:
             raise ScopeError(

@@ -285,3 +285,24 @@ def test_jobs_recover_abandoned_and_retry_failed(store_backend: mindfile.Mindfil
     assert jobs.retry_failed(LATER) == 1
     (job,) = jobs.list_jobs(None, 5)
     assert (job.status, job.retry_count, job.claimed_by) == ("pending", 0, None)
+
+
+def test_sessions_write_events_and_list(store_backend: mindfile.Mindfile) -> None:
+    from mindfile.errors import ConflictError
+    from mindfile.index.pipeline import prepare_event
+
+    mem, sessions = store_backend, store_backend.stores.sessions
+    events = [prepare_event("w1", seq, f"written {seq}", spec=mem.chunk_spec) for seq in (1, 2)]
+    vectors = mem.embedder.embed_documents([c.text for e in events for c in e.chunks])
+    with mem.db.atomic():
+        added = sessions.write_events(
+            events, vectors, mem.embedder.model_id, NOW, user_id="ann", channel="chat"
+        )
+    assert added == 2 and sessions.scope("w1") == ("ann", "chat")
+    assert [r.payload for r in mem.stores.events.recent("w1", None)] == ["written 1", "written 2"]
+    with pytest.raises(ConflictError), mem.db.atomic():  # not above the high-water mark
+        sessions.write_events(events[:1], vectors[:1], mem.embedder.model_id, LATER)
+    mem.store("other", 1, "hello", user_id="bob")
+    assert [s.session_id for s in sessions.list_sessions(user_id="ann")] == ["w1"]
+    assert [s.session_id for s in sessions.list_sessions(channel="chat")] == ["w1"]
+    assert {s.session_id for s in sessions.list_sessions()} == {"w1", "other"}

@@ -20,6 +20,7 @@ from mindfile.index.pipeline import PreparedChunk, PreparedEvent
 from mindfile.storage import log
 from mindfile.storage.chunks import ChunkRow, find_chunk, insert_chunk
 from mindfile.storage.db import Database
+from mindfile.types import SessionInfo
 
 __all__ = ["SessionStore", "SqliteSessionStore"]
 
@@ -50,6 +51,31 @@ class SessionStore(Protocol):
 
     def next_sequence(self, session_id: str) -> int:
         """One above the highest sequence ever stored in the session (1 for a new one)."""
+        ...
+
+    def list_sessions(
+        self, *, user_id: str | None = None, channel: str | None = None
+    ) -> list[SessionInfo]:
+        """Sessions (only ``user_id``'s / ``channel``'s when given), most recently
+        updated first."""
+        ...
+
+    def write_events(
+        self,
+        events: Sequence[PreparedEvent],
+        vectors: npt.NDArray[np.float32] | None,
+        model_id: str,
+        now: str,
+        *,
+        agent_identity: str | None = None,
+        user_id: str | None = None,
+        channel: str | None = None,
+        neighbor_context: bool = True,
+    ) -> int:
+        """Store prepared events in order, with their sessions, chunks and vectors (or
+        jobs); returns the chunks added. :class:`~mindfile.errors.ConflictError` when a
+        sequence is not above its session's high-water mark (the caller's transaction
+        rolls back)."""
         ...
 
     def write_event(
@@ -107,6 +133,35 @@ class SqliteSessionStore:
 
     def next_sequence(self, session_id: str) -> int:
         return log.next_sequence(self.db, session_id)
+
+    def list_sessions(
+        self, *, user_id: str | None = None, channel: str | None = None
+    ) -> list[SessionInfo]:
+        return log.list_sessions(self.db, user_id=user_id, channel=channel)
+
+    def write_events(
+        self,
+        events: Sequence[PreparedEvent],
+        vectors: npt.NDArray[np.float32] | None,
+        model_id: str,
+        now: str,
+        *,
+        agent_identity: str | None = None,
+        user_id: str | None = None,
+        channel: str | None = None,
+        neighbor_context: bool = True,
+    ) -> int:
+        return log.write_events(
+            self.db,
+            events,
+            vectors,
+            model_id,
+            now,
+            agent_identity=agent_identity,
+            user_id=user_id,
+            channel=channel,
+            neighbor_context=neighbor_context,
+        )
 
     def write_event(
         self,
