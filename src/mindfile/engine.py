@@ -36,7 +36,7 @@ from mindfile.retrieve.search import (
     SearchResults,
     run_search,
 )
-from mindfile.storage import erase, log
+from mindfile.storage import log
 from mindfile.storage.db import Database, utcnow
 from mindfile.storage.meta import DIMS_KEY, MODEL_KEY
 from mindfile.storage.migrations import apply_migrations, check_migrations
@@ -323,8 +323,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
 
     def _purge_if_pending(self) -> None:
         try:
-            if erase.purge_pending(self.db):
-                erase.purge(self.db)
+            if self.stores.privacy.purge_pending():
+                self.stores.privacy.purge()
                 if self.lexical is not None:
                     self.lexical.purge()
         except MindfileError as exc:  # e.g. another process holds the write lock
@@ -490,12 +490,11 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
     def forget(self, session_id: str) -> bool:
         """Delete a session and everything derived from it; True if it existed."""
         check_id(session_id, "session_id")
+        privacy = self.stores.privacy
         with self.db.atomic():
-            existed = log.delete_session(self.db, session_id)
+            existed = privacy.delete_session(session_id)
             if session_id.startswith("facts:"):  # the facts themselves, not only chunks
-                existed = (
-                    erase.erase_facts_scope(self.db, session_id[len("facts:") :]) > 0 or existed
-                )
+                existed = privacy.erase_facts_scope(session_id[len("facts:") :]) > 0 or existed
         self.working_memory.invalidate(session_id)
         return existed
 
@@ -510,12 +509,13 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         Returns how many rows of each kind were deleted.
         """
         check_id(user_id, "user_id")
+        privacy = self.stores.privacy
         with self.db.atomic():
-            sessions = erase.user_sessions(self.db, user_id)
-            counts = erase.erase_user(self.db, user_id)
+            sessions = privacy.user_sessions(user_id)
+            counts = privacy.erase_user(user_id)
         for session_id in sessions:
             self.working_memory.invalidate(session_id)
-        counts["cached_vectors"] = erase.purge(self.db)
+        counts["cached_vectors"] = privacy.purge()
         self._purge_derived()
         return counts
 
@@ -527,7 +527,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         on :meth:`close` after any delete; its cost grows with the index
         (benchmarks/README.md).
         """
-        erase.purge(self.db)
+        self.stores.privacy.purge()
         self._purge_derived()
 
     def _purge_derived(self) -> None:

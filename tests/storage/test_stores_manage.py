@@ -306,3 +306,25 @@ def test_sessions_write_events_and_list(store_backend: mindfile.Mindfile) -> Non
     assert [s.session_id for s in sessions.list_sessions(user_id="ann")] == ["w1"]
     assert [s.session_id for s in sessions.list_sessions(channel="chat")] == ["w1"]
     assert {s.session_id for s in sessions.list_sessions()} == {"w1", "other"}
+
+
+# -- privacy -------------------------------------------------------------------------
+
+
+def test_privacy_erases_a_user_and_purges(store_backend: mindfile.Mindfile) -> None:
+    mem, privacy = store_backend, store_backend.stores.privacy
+    mem.store("ann-chat", 1, "ann's secret", user_id="ann")
+    mem.store_note("memory:ann", "n1", "ann's note")
+    mem.set_fact("ann", "food", "likes", "figs")
+    mem.store("bob-chat", 1, "bob's words", user_id="bob")
+    assert set(privacy.user_sessions("ann")) == {"ann-chat", "memory:ann", "facts:ann"}
+    assert privacy.purge_pending() is False
+    counts = privacy.erase_user("ann")
+    assert counts["sessions"] == 3 and counts["facts"] == 1 and counts["notes"] == 1
+    assert privacy.user_sessions("ann") == [] and mem.stores.sessions.exists("bob-chat")
+    assert privacy.purge_pending() is True
+    assert privacy.purge() >= 0 and privacy.purge_pending() is False
+    assert privacy.delete_session("bob-chat") is True
+    assert privacy.delete_session("bob-chat") is False
+    mem.set_fact("carol", "city", "home", "Porto")
+    assert privacy.erase_facts_scope("carol") == 1 and mem.get_fact("carol", "city", "home") is None

@@ -26,6 +26,7 @@ from mindfile.storage.llm_failures import LLMFailureStore, SqliteLLMFailureStore
 from mindfile.storage.marks import MarkStore, SqliteMarkStore
 from mindfile.storage.meta import MetaStore, SqliteMetaStore
 from mindfile.storage.notes import NoteStore, SqliteNoteStore
+from mindfile.storage.privacy import PrivacyStore, SqlitePrivacyStore
 from mindfile.storage.quotas import QuotaStore, SqliteQuotaStore
 from mindfile.storage.session_state import SessionStateStore, SqliteSessionStateStore
 from mindfile.storage.sessions import SessionStore, SqliteSessionStore
@@ -50,6 +51,7 @@ class Stores:
     quotas: QuotaStore
     consolidation: ConsolidationStore
     jobs: JobStore
+    privacy: PrivacyStore
 
 
 def sqlite_stores(db: Database) -> Stores:
@@ -68,4 +70,5 @@ def sqlite_stores(db: Database) -> Stores:
         quotas=SqliteQuotaStore(db),
         consolidation=SqliteConsolidationStore(db),
         jobs=SqliteJobStore(db),
+        privacy=SqlitePrivacyStore(db),
     )
