@@ -328,3 +328,27 @@ def test_privacy_erases_a_user_and_purges(store_backend: mindfile.Mindfile) -> N
     assert privacy.delete_session("bob-chat") is False
     mem.set_fact("carol", "city", "home", "Porto")
     assert privacy.erase_facts_scope("carol") == 1 and mem.get_fact("carol", "city", "home") is None
+
+
+# -- models --------------------------------------------------------------------------
+
+
+def test_models_reembed_claim_and_chunk_batches(store_backend: mindfile.Mindfile) -> None:
+    mem, models = store_backend, store_backend.stores.models
+    assert models.reembed_holder() == (None, None)
+    models.claim_reembed("host:1:2:3", "hash:64")
+    assert models.reembed_holder() == ("host:1:2:3", "hash:64")
+    with mem.db.atomic():
+        models.clear_reembed()
+    assert models.reembed_holder() == (None, None)
+    for seq in (1, 2, 3):
+        mem.store("s1", seq, f"chunk {seq}")
+    first = models.chunk_batch(0, 2)
+    assert [t for _, t, _ in first] == ["chunk 1", "chunk 2"]
+    assert all(h is not None for _, _, h in first)  # written with their text hash
+    rest = models.chunk_batch(first[-1][0], 10)
+    assert [t for _, t, _ in rest] == ["chunk 3"]
+    assert models.missing_text_hashes() == []
+    with mem.db.atomic():
+        models.set_text_hashes([("h-new", first[0][0])])
+    assert models.chunk_batch(0, 1)[0][2] == "h-new"

@@ -25,6 +25,7 @@ from mindfile.storage.lifecycle import LifecycleStore, SqliteLifecycleStore
 from mindfile.storage.llm_failures import LLMFailureStore, SqliteLLMFailureStore
 from mindfile.storage.marks import MarkStore, SqliteMarkStore
 from mindfile.storage.meta import MetaStore, SqliteMetaStore
+from mindfile.storage.models import ModelStore, SqliteModelStore
 from mindfile.storage.notes import NoteStore, SqliteNoteStore
 from mindfile.storage.privacy import PrivacyStore, SqlitePrivacyStore
 from mindfile.storage.quotas import QuotaStore, SqliteQuotaStore
@@ -52,6 +53,7 @@ class Stores:
     consolidation: ConsolidationStore
     jobs: JobStore
     privacy: PrivacyStore
+    models: ModelStore
 
 
 def sqlite_stores(db: Database) -> Stores:
@@ -71,4 +73,5 @@ def sqlite_stores(db: Database) -> Stores:
         consolidation=SqliteConsolidationStore(db),
         jobs=SqliteJobStore(db),
         privacy=SqlitePrivacyStore(db),
+        models=SqliteModelStore(db),
     )
