@@ -259,7 +259,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         local = getattr(self.embedder, "local", False) is True
         choice = self._cache_choice
         enabled = (not local if choice is None else choice) and not self.read_only
-        return EmbeddingCache(self.db, enabled=enabled, max_entries=max_entries)
+        return EmbeddingCache(self.stores.embedding_cache, enabled=enabled, max_entries=max_entries)
 
     def _switch_embedder(self, embedder: Embedder, *, owned: bool = False) -> None:
         """Switch this engine to ``embedder`` after the store's model was changed to it

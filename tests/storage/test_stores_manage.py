@@ -352,3 +352,25 @@ def test_models_reembed_claim_and_chunk_batches(store_backend: mindfile.Mindfile
     with mem.db.atomic():
         models.set_text_hashes([("h-new", first[0][0])])
     assert models.chunk_batch(0, 1)[0][2] == "h-new"
+
+
+# -- embedding cache -----------------------------------------------------------------
+
+
+def test_embedding_cache_rows(store_backend: mindfile.Mindfile) -> None:
+    cache = store_backend.stores.embedding_cache
+    one, two = b"\x00" * 8, b"\x01" * 8
+    cache.record("m1", [], [("h1", one), ("h2", two)], NOW, None)
+    cache.record("m2", [], [("h1", one)], NOW, None)
+    assert cache.lookup("m1", ["h1", "h2", "h3"]) == {"h1": one, "h2": two}
+    assert cache.lookup("m1", []) == {}
+    cache.record("m1", ["h2"], [], LATER, None)  # h2 used later than h1
+    cache.record("m1", [], [("h3", one)], LATER, 3)  # 4 entries, 3 kept: the LRU goes
+    assert sorted(cache.lookup("m1", ["h1", "h2", "h3"])) == ["h2", "h3"]
+    summary = {m.model_id: m for m in cache.summary()}
+    assert (summary["m1"].entries, summary["m1"].bytes) == (2, 16)
+    assert summary["m2"].oldest_used_at == NOW
+    assert cache.drop_model("m2") == 1 and cache.drop_model("m2") == 0
+    assert cache.prune(unused_since=MUCH_LATER) == 2  # no chunk holds these texts either
+    cache.record("m1", [], [("h4", one)], NOW, None)
+    assert cache.prune(everything=True) == 1 and cache.summary() == []

@@ -33,7 +33,6 @@ from mindfile.index.chunking import content_hash
 from mindfile.index.embedding import prepare_vectors
 from mindfile.jobs import queue
 from mindfile.jobs.owner import default_worker_id, owner_gone
-from mindfile.storage import embedding_cache
 from mindfile.types import _ToDict
 
 if TYPE_CHECKING:
@@ -98,11 +97,10 @@ def reembed(
             unstaged = models.switch_model(embedder.model_id, embedder.dimensions)
             queued = queue.enqueue(engine.stores.jobs, unstaged, queue.utc_clock())
             total = engine.stores.integrity.chunk_count()
-            embedding_cache.drop_model(db, old_model)
+            engine.stores.embedding_cache.drop_model(old_model)
         engine._switch_embedder(embedder, owned=not isinstance(new, Embedder))
         if not engine.embedding_cache.enabled:
-            with db.atomic():
-                embedding_cache.drop_model(db, embedder.model_id)
+            engine.stores.embedding_cache.drop_model(embedder.model_id)
     except BaseException:
         _release(engine, me)
         raise
@@ -148,7 +146,7 @@ def _stage(
     """Stage the new vectors of every chunk; returns (embedded, reused)."""
     db, models = engine.db, engine.stores.models
     total = engine.stores.integrity.chunk_count()
-    staging = EmbeddingCache(db, enabled=True)
+    staging = EmbeddingCache(engine.stores.embedding_cache, enabled=True)
     last, done, embedded = 0, 0, 0
     while True:
         rows = models.chunk_batch(last, batch_size)

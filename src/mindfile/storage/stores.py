@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from mindfile.storage.consolidation import ConsolidationStore, SqliteConsolidationStore
 from mindfile.storage.db import Database
+from mindfile.storage.embedding_cache import EmbeddingCacheStore, SqliteEmbeddingCacheStore
 from mindfile.storage.events import EventStore, SqliteEventStore
 from mindfile.storage.facts import FactStore, SqliteFactStore
 from mindfile.storage.integrity import IntegrityStore, SqliteIntegrityStore
@@ -54,6 +55,7 @@ class Stores:
     jobs: JobStore
     privacy: PrivacyStore
     models: ModelStore
+    embedding_cache: EmbeddingCacheStore
 
 
 def sqlite_stores(db: Database) -> Stores:
@@ -74,4 +76,5 @@ def sqlite_stores(db: Database) -> Stores:
         jobs=SqliteJobStore(db),
         privacy=SqlitePrivacyStore(db),
         models=SqliteModelStore(db),
+        embedding_cache=SqliteEmbeddingCacheStore(db),
     )
