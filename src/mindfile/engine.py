@@ -36,7 +36,6 @@ from mindfile.retrieve.search import (
     SearchResults,
     run_search,
 )
-from mindfile.storage import log
 from mindfile.storage.db import Database, utcnow
 from mindfile.storage.meta import DIMS_KEY, MODEL_KEY
 from mindfile.storage.migrations import apply_migrations, check_migrations
@@ -760,7 +759,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
 
     def info(self) -> StoreInfo:
         """Schema version, counts, the embedding model and the index."""
-        counts = log.count_rows(self.db)
+        counts = self.stores.integrity.row_counts()
         size = 0
         if not self.db.in_memory:
             for suffix in ("", "-wal"):

@@ -374,3 +374,17 @@ def test_embedding_cache_rows(store_backend: mindfile.Mindfile) -> None:
     assert cache.prune(unused_since=MUCH_LATER) == 2  # no chunk holds these texts either
     cache.record("m1", [], [("h4", one)], NOW, None)
     assert cache.prune(everything=True) == 1 and cache.summary() == []
+
+
+def test_integrity_row_counts(store_backend: mindfile.Mindfile) -> None:
+    mem = store_backend
+    assert mem.stores.integrity.row_counts() == {
+        "sessions": 0,
+        "conversation_events": 0,
+        "chunks": 0,
+        "chunks_vec": 0,
+    }
+    mem.store("s1", 1, "one")
+    mem.store("s2", 1, "two")
+    counts = mem.stores.integrity.row_counts()
+    assert counts == {"sessions": 2, "conversation_events": 2, "chunks": 2, "chunks_vec": 2}
