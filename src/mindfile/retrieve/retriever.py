@@ -26,6 +26,8 @@ from mindfile.embed.base import Vector
 from mindfile.manage.expiry import hidden_rowids
 from mindfile.retrieve.fts import fts_search, session_clause, tag_clause
 from mindfile.storage.db import Database, utcnow
+from mindfile.storage.lifecycle import SqliteLifecycleStore
+from mindfile.storage.search import SqliteSearchStore
 from mindfile.vector.base import VectorFilter, VectorIndex
 
 if TYPE_CHECKING:
@@ -82,8 +84,8 @@ class ReadFilter:
             return VectorFilter(rowids=np.zeros(0, dtype=np.int64))
         if self.tags or self.condition:
             sql, params = self.clause()
-            rows = db.query(f"SELECT c.id FROM chunks AS c WHERE 1{sql}", params)
-            return VectorFilter(rowids=np.fromiter((r[0] for r in rows), np.int64, len(rows)))
+            rows = SqliteSearchStore(db).rowids_where(sql, params)
+            return VectorFilter(rowids=np.fromiter(rows, np.int64, len(rows)))
         if self.session_ids is not None:
             return VectorFilter(session_ids=self.session_ids)
         return None
@@ -120,7 +122,7 @@ class Retriever:
         ``lexical_k`` BM25 hits of ``query``, both within ``flt``."""
         if flt.empty or ((query_vec is None or vector_k <= 0) and lexical_k <= 0):
             return Legs([], [])
-        hidden = hidden_rowids(self.db, utcnow())
+        hidden = hidden_rowids(SqliteLifecycleStore(self.db), utcnow())
         where = flt.resolve(self.db)
         if where is not None and where.rowids is not None and len(where.rowids) == 0:
             return Legs([], [])

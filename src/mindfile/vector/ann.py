@@ -208,6 +208,19 @@ class _Delta:
     def put(self, batch: RowBatch) -> None:
         """Add the batch's rows, or replace the ones held (their vector was rewritten)."""
         keys = batch.session_keys
+        ids = batch.ids
+        if len(ids) and int(ids.min()) > self.max_id:
+            # Rows written after everything held (a catch-up after a bulk ingest): none
+            # is held yet, so append them in one copy.
+            n, m = self._n, len(ids)
+            self._reserve(n + m)
+            self._ids[n : n + m] = ids
+            self._matrix[n : n + m] = batch.matrix
+            self._keys[n : n + m] = keys
+            self.rows.update(zip(ids.tolist(), range(n, n + m), strict=True))
+            self._n = n + m
+            self.max_id = int(ids.max())
+            return
         fresh: list[int] = []
         for j, i in enumerate(batch.ids.tolist()):
             at = self.rows.get(i)
@@ -566,6 +579,22 @@ class AnnIndex:
         self._want_merge = False
         self.merge(full=True)
         self._catch_up()
+
+    def stats(self) -> dict[str, object]:
+        """The published base this process reads (count, generation, what it was
+        built with) and its in-memory delta (rows held, base rows tombstoned)."""
+        with self._lock:
+            reader, delta = self._reader, self._delta
+            manifest = None if reader is None else reader.manifest
+            return {
+                "persisted": manifest is not None,
+                "folder": str(self.folder),
+                "base_count": 0 if manifest is None else manifest.count,
+                "base_generation": None if manifest is None else manifest.generation,
+                "delta": len(delta),
+                "tombstones": len(delta.tombstones),
+                "merging": self._thread is not None and self._thread.is_alive(),
+            }
 
     def size(self) -> int:
         self._catch_up()

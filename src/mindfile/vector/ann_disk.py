@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,7 @@ def store_id(db: Database, *, create: bool = True) -> str | None:
     return None if store is None else str(store)
 
 
+@lru_cache(maxsize=65536)
 def session_key(session_id: str) -> int:
     """A signed 64-bit key of a session id: what the on-disk indexes filter on.
 
@@ -85,6 +87,7 @@ def session_key(session_id: str) -> int:
     return int.from_bytes(digest.digest(), "little", signed=True)
 
 
+@lru_cache(maxsize=4096)  # a store_many writes one timestamp for all its chunks
 def _created_us(text: str) -> int:
     try:
         return int(datetime.fromisoformat(text).timestamp() * 1_000_000)
@@ -202,12 +205,17 @@ LOAD_LOCK = threading.Lock()
 
 
 def load_array(path: Path, *, mapped: bool = True) -> npt.NDArray[Any]:
-    """A published ``.npy`` array, memory-mapped read-only (or read, ``mapped=False``)."""
+    """A published ``.npy`` array, memory-mapped read-only (or read, ``mapped=False``).
+
+    A mapped array is returned as a plain ``ndarray`` view of the map (which it keeps
+    alive): ``np.memmap``'s Python-level ``__getitem__``/``__array_finalize__`` cost
+    ~5 us per slice, ~0.3 ms per hybrid search at 117k chunks.
+    """
     with LOAD_LOCK:
         array: npt.NDArray[Any] = np.load(
             path, mmap_mode="r" if mapped else None, allow_pickle=False
         )
-    return array
+    return array.view(np.ndarray) if mapped else array
 
 
 def save_json(path: Path, data: object) -> None:

@@ -76,6 +76,11 @@ class VectorIndex(Protocol):
         for indexes that keep none there; docs/privacy.md)."""
         ...
 
+    def stats(self) -> dict[str, object]:
+        """What ``info()`` reports of it, as it stands (no catching up): at least
+        ``persisted`` (whether a part of it lives in files other processes share)."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -132,6 +132,10 @@ class ExactIndex:
     def purge(self) -> None:
         """Nothing to do: this index keeps no file outside the store."""
 
+    def stats(self) -> dict[str, object]:
+        with self._lock:
+            return {"persisted": False, "vectors": self._n, "codes": self._quant is not None}
+
     def rebuild(self) -> None:
         with self._db.lock, self._lock:
             self._reset()

@@ -9,9 +9,10 @@ tests in tests/storage run both backends against it. JSON documents are text col
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+from mindfile.storage.events import CHECKSUM_PRIME, EventSignature
 from mindfile.storage.facts import FactRecord, FactVersionRecord
 from mindfile.storage.notes import StoredNote
 from mindfile.storage.postgres.db import PgDatabase, Row
@@ -40,6 +41,41 @@ WHERE session_id = %s AND sequence > %s ORDER BY sequence
 
 EVENT_EXISTS = "SELECT 1 FROM conversation_events WHERE session_id = %s AND sequence = %s"
 
+# Every commit writes a WAL record, so the WAL insert position moves whenever anything
+# was written by anyone (and sometimes when nothing this store holds was: a harmless
+# refresh). Postgres has no per-database data_version.
+STAMP = "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint"
+
+_SIGNATURE = """
+    SELECT count(*) AS n, max(sequence) AS last,
+           coalesce(sum(sequence % 1000000007), 0) AS checksum,
+           (SELECT created_at FROM conversation_events
+            WHERE session_id = %(session)s ORDER BY sequence DESC LIMIT 1) AS newest
+    FROM conversation_events WHERE session_id = %(session)s
+"""
+
+SIGNATURE = _SIGNATURE
+
+# The signature and the newest events above a sequence in one statement: one snapshot.
+NEWEST = f"""
+WITH sig AS ({_SIGNATURE}),
+newer AS (
+    SELECT sequence, payload_json, created_at FROM conversation_events
+    WHERE session_id = %(session)s AND sequence > %(after)s
+    ORDER BY sequence DESC LIMIT %(limit)s
+)
+SELECT sig.n, sig.last, sig.checksum, sig.newest, e.sequence, e.payload_json, e.created_at
+FROM sig LEFT JOIN newer AS e ON true
+ORDER BY e.sequence
+"""
+
+TAIL = """
+SELECT sequence, payload_json, created_at FROM (
+    SELECT sequence, payload_json, created_at FROM conversation_events
+    WHERE session_id = %s ORDER BY sequence DESC LIMIT %s
+) AS tail ORDER BY sequence
+"""
+
 
 class PgEventStore:
     """:class:`~mindfile.storage.events.EventStore` on ``conversation_events``."""
@@ -63,6 +99,38 @@ class PgEventStore:
 
     def exists(self, session_id: str, sequence: int) -> bool:
         return self.db.query_one(EVENT_EXISTS, (session_id, sequence)) is not None
+
+    def change_stamp(self) -> tuple[int, int]:
+        return int(self.db.scalar(STAMP)), 0
+
+    def signature(self, session_id: str) -> EventSignature:
+        row = self.db.query_one(SIGNATURE, {"session": session_id})
+        assert row is not None
+        return _signature(row)
+
+    def newest(
+        self, session_id: str, after: int, limit: int
+    ) -> tuple[EventSignature, list[MemoryRecord]]:
+        rows = self.db.query(NEWEST, {"session": session_id, "after": after, "limit": limit})
+        events = _records(session_id, (r[4:] for r in rows if r[4] is not None))
+        return _signature(rows[0]), events
+
+    def tail(self, session_id: str, limit: int) -> list[MemoryRecord]:
+        return _records(session_id, self.db.query(TAIL, (session_id, limit)))
+
+
+def _signature(row: Row) -> EventSignature:
+    count, last, checksum, created = row[:4]
+    return (
+        int(count),
+        None if last is None else int(last),
+        int(checksum) % CHECKSUM_PRIME,
+        None if created is None else str(created),
+    )
+
+
+def _records(session_id: str, rows: Iterable[Row]) -> list[MemoryRecord]:
+    return [MemoryRecord(session_id, int(s), json.loads(p), str(c)) for s, p, c in rows]
 
 
 # -- notes -------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """The Postgres :class:`~mindfile.scheduler.protocol.SchedulerStore`.
 
-The same contract as :class:`mindfile.scheduler.SqliteSchedulerStore`, whose validation
-(:mod:`mindfile.scheduler._checks`, ``_rules``, cadences) and row mapping
-(``_sql.schedule_from_row`` ...) it shares; only the statements and the locking differ.
-SQLite serialises writers with ``BEGIN IMMEDIATE``; here every read-then-write step
+The same contract as :class:`mindfile.storage.schedules.SqliteSchedulerStore`, whose
+validation (:mod:`mindfile.scheduler._checks`, ``_rules``, cadences) and row mapping
+(``storage._schedules_sql.schedule_from_row`` ...) it shares; only the statements and
+the locking differ. SQLite serialises writers with ``BEGIN IMMEDIATE``; here every
+read-then-write step
 locks the schedule's row first (``SELECT ... FOR UPDATE``), and a runner claims due
 occurrences with ``FOR UPDATE SKIP LOCKED``, so runners in several processes on several
 hosts never take the same occurrence and never wait for each other.
@@ -29,19 +30,9 @@ from mindfile.scheduler._rules import (
     new_schedule,
     plan_update,
 )
-from mindfile.scheduler._sql import (
-    RUN_COLUMNS,
-    SCHEDULE_COLUMNS,
-    run_from_row,
-    run_params,
-    schedule_from_row,
-    schedule_params,
-)
 from mindfile.scheduler._time import TimeLike, iso, iso_or_none, now_utc
 from mindfile.scheduler.cadence import next_run_for_cadence, validate_cadence
 from mindfile.scheduler.protocol import SchedulerStore
-from mindfile.scheduler.store import MAX_LEASE_SECS
-from mindfile.scheduler.store import _clock as clock
 from mindfile.scheduler.types import (
     MAX_INTERVAL_SECS,
     NotificationPolicy,
@@ -56,7 +47,17 @@ from mindfile.scheduler.types import (
     ScheduleStatus,
     coerce_enum,
 )
+from mindfile.storage._schedules_sql import (
+    RUN_COLUMNS,
+    SCHEDULE_COLUMNS,
+    run_from_row,
+    run_params,
+    schedule_from_row,
+    schedule_params,
+)
 from mindfile.storage.postgres.db import PgDatabase
+from mindfile.storage.schedules import MAX_LEASE_SECS
+from mindfile.storage.schedules import _clock as clock
 
 __all__ = ["PgSchedulerStore"]
 

@@ -4,11 +4,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
+from mindfile.errors import UnsupportedBackendError
+from mindfile.storage.consolidation import ConsolidationStore
+from mindfile.storage.embedding_cache import EmbeddingCacheStore
+from mindfile.storage.jobs import JobStore
+from mindfile.storage.lifecycle import LifecycleStore
 from mindfile.storage.llm_failures import LLMFailure
 from mindfile.storage.marks import EventState
+from mindfile.storage.meta import MetaStore
+from mindfile.storage.models import ModelStore
 from mindfile.storage.postgres.db import PgDatabase
 from mindfile.storage.postgres.memory_stores import (
     PgEventStore,
@@ -16,14 +23,22 @@ from mindfile.storage.postgres.memory_stores import (
     PgNoteStore,
     PgSessionStateStore,
 )
+from mindfile.storage.privacy import PrivacyStore
+from mindfile.storage.quotas import QuotaStore
+from mindfile.storage.sessions import SessionStore
 from mindfile.storage.stores import Stores
 
-__all__ = ["PgIntegrityStore", "PgLLMFailureStore", "PgMarkStore", "pg_stores"]
+__all__ = ["NotOnPostgres", "PgIntegrityStore", "PgLLMFailureStore", "PgMarkStore", "pg_stores"]
 
 
 def pg_stores(db: PgDatabase) -> Stores:
-    """The Postgres stores over ``db`` (they share its pool and each thread's transaction)."""
+    """The Postgres stores over ``db`` (they share its pool and each thread's transaction).
+
+    Stores not on Postgres yet are :class:`NotOnPostgres`: every call raises
+    :class:`~mindfile.errors.UnsupportedBackendError` (docs/postgres.md, "Status").
+    """
     return Stores(
+        sessions=cast(SessionStore, NotOnPostgres("sessions")),
         events=PgEventStore(db),
         notes=PgNoteStore(db),
         facts=PgFactStore(db),
@@ -31,7 +46,37 @@ def pg_stores(db: PgDatabase) -> Stores:
         session_state=PgSessionStateStore(db),
         llm_failures=PgLLMFailureStore(db),
         integrity=PgIntegrityStore(db),
+        meta=cast(MetaStore, NotOnPostgres("meta")),
+        lifecycle=cast(LifecycleStore, NotOnPostgres("lifecycle")),
+        quotas=cast(QuotaStore, NotOnPostgres("quotas")),
+        consolidation=cast(ConsolidationStore, NotOnPostgres("consolidation")),
+        jobs=cast(JobStore, NotOnPostgres("jobs")),
+        privacy=cast(PrivacyStore, NotOnPostgres("privacy")),
+        models=cast(ModelStore, NotOnPostgres("models")),
+        embedding_cache=cast(EmbeddingCacheStore, NotOnPostgres("embedding_cache")),
     )
+
+
+class NotOnPostgres:
+    """Stands in for a store the Postgres backend does not implement yet: every method
+    raises :class:`~mindfile.errors.UnsupportedBackendError` naming it. Nothing pretends."""
+
+    def __init__(self, store: str) -> None:
+        self.store = store
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def refuse(*_args: object, **_kwargs: object) -> Any:
+            raise UnsupportedBackendError(
+                f"the {self.store} store ({name}) does not run on Postgres yet; "
+                "see docs/postgres.md, 'Status'",
+                store=self.store,
+                method=name,
+            )
+
+        return refuse
 
 
 # -- marks -------------------------------------------------------------------------------
@@ -223,6 +268,12 @@ class PgIntegrityStore:
 
     def vector_count(self) -> int:
         return int(self.db.scalar("SELECT count(*) FROM chunks_vec"))
+
+    def row_counts(self) -> dict[str, int]:
+        return {
+            table: int(self.db.scalar(f"SELECT count(*) FROM {table}"))
+            for table in ("sessions", "conversation_events", "chunks", "chunks_vec")
+        }
 
     def text_index_rows(self) -> int:
         return int(self.db.scalar(TEXT_ROWS))
