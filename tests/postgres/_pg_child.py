@@ -10,6 +10,8 @@ all start writing at once.
   the schedule ids it was handed.
 * ``use URL CHUNK_ID TIMES`` - record one use of a chunk TIMES times (read-modify-write
   in SQL); prints how many calls found the chunk.
+* ``append URL SESSION COUNT NAME`` - store COUNT events in SESSION, each at the
+  session's next sequence; prints the sequences it got.
 * ``migrate URL`` - apply the migrations; prints the schema version.
 * ``hold URL MARKER`` - open a transaction, write a row, lock a fact, write MARKER, and
   sleep until killed (the parent kills it with SIGKILL mid-transaction).
@@ -23,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from mindfile.index.pipeline import prepare_event
 from mindfile.storage.postgres import PgDatabase, apply_pg_migrations
 from mindfile.storage.postgres.scheduler import PgSchedulerStore
 from mindfile.storage.postgres.stores import pg_stores
@@ -52,6 +55,19 @@ def claim(db: PgDatabase, runner: str, limit: int) -> list[str]:
 def use(db: PgDatabase, chunk_id: str, times: int) -> int:
     marks = pg_stores(db).marks
     return sum(marks.record_use([chunk_id], NOW, 0.01) for _ in range(times))
+
+
+def append(db: PgDatabase, session: str, count: int, me: str) -> list[int]:
+    """Store ``count`` events in the session, each at the next free sequence."""
+    sessions = pg_stores(db).sessions
+    got: list[int] = []
+    for i in range(count):
+        with db.atomic():
+            sequence = sessions.next_sequence(session)
+            event = prepare_event(session, sequence, {"role": "user", "content": f"{me} {i}"})
+            sessions.write_event(event, None, "none", NOW)  # no vectors: jobs instead
+        got.append(sequence)
+    return got
 
 
 def hold(db: PgDatabase, marker: Path) -> None:
@@ -91,6 +107,8 @@ def main(argv: list[str]) -> None:
             out = claim(db, args[0], int(args[1]))
         elif mode == "use":
             out = use(db, args[0], int(args[1]))
+        elif mode == "append":
+            out = append(db, args[0], int(args[1]), args[2])
         elif mode == "migrate":
             out = apply_pg_migrations(db)
         elif mode == "hold":

@@ -28,6 +28,7 @@ from mindfile.errors import (
     InvalidInputError,
     StorageError,
 )
+from mindfile.index.pipeline import prepare_event
 from mindfile.scheduler import ScheduleCadence
 from mindfile.storage.postgres import PgDatabase, apply_pg_migrations, redact
 from mindfile.storage.postgres.db import _reason
@@ -212,6 +213,35 @@ def test_concurrent_increments_from_processes_lose_nothing(db: PgDatabase, pg_ur
     assert found == [times] * PROCESSES
     count = db.scalar("SELECT access_count FROM chunks WHERE chunk_id = %s", (chunk,))
     assert count == PROCESSES * times
+
+
+def test_writers_in_several_processes_never_share_a_sequence(db: PgDatabase, pg_url: str) -> None:
+    count = 25
+    got = _children(*[["append", pg_url, "shared", str(count), f"p{i}"] for i in range(PROCESSES)])
+    every = [seq for mine in got for seq in mine]  # type: ignore[attr-defined]
+    assert sorted(every) == list(range(1, PROCESSES * count + 1))  # no duplicate, no gap
+    for mine in got:
+        assert mine == sorted(mine)  # monotonic for each writer  # type: ignore[type-var]
+    rows = db.query(
+        "SELECT sequence, payload_json FROM conversation_events WHERE session_id = 'shared' "
+        "ORDER BY sequence"
+    )
+    assert [r[0] for r in rows] == sorted(every)
+    assert db.scalar("SELECT sequence_high_water FROM sessions") == PROCESSES * count
+    # Every event got its chunk and, with no vectors given, an embedding job.
+    assert db.scalar("SELECT count(*) FROM memory_jobs") == PROCESSES * count
+
+
+def test_a_sequence_not_above_the_high_water_mark_is_a_conflict_across_processes(
+    db: PgDatabase, pg_url: str
+) -> None:
+    sessions = pg_stores(db).sessions
+    with db.atomic():
+        sessions.write_event(prepare_event("s", 7, "seven"), None, "none", NOW)
+        db.execute("DELETE FROM conversation_events WHERE session_id = 's'")
+    with pytest.raises(ConflictError, match="not above"), db.atomic():  # deleted, not reused
+        sessions.write_event(prepare_event("s", 7, "seven again"), None, "none", NOW)
+    assert sessions.next_sequence("s") == 8
 
 
 def test_concurrent_openers_apply_each_migration_once(pg_server: object) -> None:

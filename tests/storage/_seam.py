@@ -4,19 +4,21 @@ A test gets a :class:`Seam`: the backend's :class:`~mindfile.storage.stores.Stor
 its ``atomic()``, and a few ways to create the rows a store reads (sessions, events,
 chunks with vectors, notes). On SQLite they go through the public API of a real engine;
 on Postgres, where the engine does not run yet (docs/postgres.md, "Status"), through the
-SQL the Postgres write path will run, so every store is held to one contract.
+Postgres session store (the log's write path) from events the pipeline prepares, so
+every store is held to one contract.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import uuid
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 import mindfile
+from mindfile.embed import HashEmbedder
+from mindfile.index.pipeline import PreparedEvent, prepare_event
+from mindfile.memory._write import scoped_chunks
 from mindfile.storage.postgres import PgDatabase
 from mindfile.storage.postgres.stores import pg_stores
 from mindfile.storage.stores import Stores
@@ -32,6 +34,7 @@ class SqliteSeam:
     def __init__(self, engine: mindfile.Mindfile) -> None:
         self.engine = engine
         self.stores: Stores = engine.stores
+        self.embedder = engine.embedder
         self.model_id = engine.embedder.model_id
         self.dimensions = engine.embedder.dimensions
 
@@ -40,6 +43,12 @@ class SqliteSeam:
 
     def add_event(self, session_id: str, sequence: int, text: str) -> None:
         self.engine.store(session_id, sequence, {"role": "user", "content": text})
+
+    def store(
+        self, session_id: str, sequence: int, payload: Any, *, user_id: str | None = None
+    ) -> None:
+        """Like ``Mindfile.store``: one event with this payload."""
+        self.engine.store(session_id, sequence, payload, user_id=user_id)
 
     def add_note(self, namespace: str, note_id: str, text: str, tags: Sequence[str]) -> int:
         return self.engine.store_note(namespace, note_id, text, tags=list(tags)).sequence
@@ -58,80 +67,64 @@ class SqliteSeam:
 
 
 class PgSeam:
-    """The Postgres backend on a migrated database; rows written with plain SQL."""
+    """The Postgres backend on a migrated schema. Rows are written by the Postgres
+    session store (the log's write path) from events prepared by the pipeline, with the
+    same hash embedder as the SQLite engine."""
 
     name = "postgres"
-    model_id = "test/unit-vectors"
-    dimensions = 8
 
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
         self.stores: Stores = pg_stores(db)
+        self.embedder = HashEmbedder()
+        self.model_id = self.embedder.model_id
+        self.dimensions = self.embedder.dimensions
 
     def atomic(self) -> AbstractContextManager[Any]:
         return self.db.atomic()
 
-    def _session(self, session_id: str) -> None:
-        self.db.execute(
-            "INSERT INTO sessions (session_id, created_at, updated_at) VALUES (%s, %s, %s) "
-            "ON CONFLICT (session_id) DO NOTHING",
-            (session_id, NOW, NOW),
-        )
-
-    def _event(self, session_id: str, sequence: int, payload: dict[str, Any]) -> None:
-        self._session(session_id)
-        self.db.execute(
-            "INSERT INTO conversation_events (session_id, sequence, payload_json, created_at) "
-            "VALUES (%s, %s, %s, %s)",
-            (session_id, sequence, json.dumps(payload), NOW),
-        )
-
-    def _chunk(self, session_id: str, sequence: int, text: str, meta: dict[str, Any]) -> None:
-        rowid = self.db.scalar(
-            "INSERT INTO chunks (chunk_id, session_id, chunk_text, content_hash, sequence_start, "
-            "sequence_end, metadata_json, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
-            "RETURNING id",
-            (
-                f"ch_{uuid.uuid4().hex}", session_id, text,
-                hashlib.sha256(text.encode()).hexdigest(), sequence, sequence,
-                json.dumps(meta), NOW,
-            ),
-        )  # fmt: skip
-        self.db.execute(
-            "INSERT INTO chunks_vec (chunk_rowid, embedding, embedding_model) "
-            "VALUES (%s, %s::vector, %s)",
-            (rowid, _unit_vector(text, self.dimensions), self.model_id),
+    def _write(self, event: PreparedEvent, *, neighbor_context: bool = True) -> None:
+        texts = [c.text for c in event.chunks]
+        vectors = self.embedder.embed_documents(texts) if texts else None
+        self.stores.sessions.write_event(
+            event, vectors, self.model_id, NOW, neighbor_context=neighbor_context
         )
 
     def add_event(self, session_id: str, sequence: int, text: str) -> None:
+        self.store(session_id, sequence, {"role": "user", "content": text})
+
+    def store(
+        self, session_id: str, sequence: int, payload: Any, *, user_id: str | None = None
+    ) -> None:
+        """Like ``Mindfile.store``: one event with this payload."""
+        event = prepare_event(session_id, sequence, payload)
+        texts = [c.text for c in event.chunks]
+        vectors = self.embedder.embed_documents(texts) if texts else None
         with self.db.atomic():
-            self._event(session_id, sequence, {"role": "user", "content": text})
-            if text:
-                self._chunk(session_id, sequence, text, {"role": "user"})
+            self.stores.sessions.write_events([event], vectors, self.model_id, NOW, user_id=user_id)
 
     def add_note(self, namespace: str, note_id: str, text: str, tags: Sequence[str]) -> int:
         with self.db.atomic():
-            self._session(namespace)
-            sequence = int(
-                self.db.scalar(
-                    "SELECT coalesce(max(sequence), -1) + 1 FROM conversation_events "
-                    "WHERE session_id = %s",
-                    (namespace,),
-                )
-            )
-            payload = {"kind": "note", "note_id": note_id, "content": text, "tags": list(tags)}
-            self._event(namespace, sequence, payload)
-            self._chunk(namespace, sequence, text, {"kind": "note", "note_id": note_id})
+            sequence = self.stores.sessions.next_sequence(namespace)
+            fields = {"kind": "note", "note_id": note_id, "tags": list(tags)}
+            payload = json.dumps({**fields, "content": text})
+            chunks = scoped_chunks([text], f"note\x00{note_id}", json.dumps(fields))
+            self._write(PreparedEvent(namespace, sequence, payload, chunks), neighbor_context=False)
             self.stores.notes.link(namespace, note_id, sequence)
         return sequence
 
     def add_fact(self, scope: str, category: str, key: str, value: str) -> str:
         session = f"facts:{scope}"
+        sessions = self.stores.sessions
         with self.db.atomic():
-            self._session(session)
             self.stores.facts.insert(scope, category, key, value, "agent", NOW)
-            meta = {"kind": "fact", "category": category, "key": key}
-            self._chunk(session, 0, f"{category} / {key}: {value}", meta)
+            sessions.upsert(session, NOW)
+            meta = json.dumps({"kind": "fact", "category": category, "key": key})
+            text = f"{category} / {key}: {value}"
+            chunks = scoped_chunks([text], f"fact\x00{category}\x00{key}", meta)
+            vectors = self.embedder.embed_documents([text])
+            sequence = sessions.next_sequence(session)
+            sessions.add_chunks(session, chunks, vectors, self.model_id, sequence, NOW)
         return session
 
     def chunk_texts(self, session_id: str) -> list[str]:
@@ -144,11 +137,3 @@ class PgSeam:
 
 
 Seam = SqliteSeam | PgSeam
-
-
-def _unit_vector(text: str, dimensions: int) -> str:
-    """A deterministic unit vector for ``text``, in pgvector's text form."""
-    digest = hashlib.sha256(text.encode()).digest()
-    values = [digest[i] + 1.0 for i in range(dimensions)]
-    norm = sum(v * v for v in values) ** 0.5
-    return "[" + ",".join(f"{v / norm:.6f}" for v in values) + "]"

@@ -3,7 +3,9 @@
 Meta, sessions, lifecycle, quotas, consolidation and jobs (mindfile.storage.stores),
 plus the event store's working-memory reads. Like tests/storage/test_stores.py, the
 tests create what they need through the public API or the stores, never with SQL, and
-pin each store's own contract (return values, order, conditional writes).
+pin each store's own contract (return values, order, conditional writes). Tests of
+stores that run on Postgres too take ``seam`` (both backends); the others take the
+SQLite engine ``store_backend`` until their Postgres store exists (docs/postgres.md).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from mindfile.errors import ScopeError
 from mindfile.index.pipeline import PreparedChunk
 from mindfile.storage.consolidation import ConsolidationRow
 from mindfile.storage.jobs import FailedAttempt
+
+from ._seam import Seam
 
 NOW = "2026-01-01T00:00:00.000000+00:00"
 LATER = "2026-01-02T00:00:00.000000+00:00"
@@ -53,45 +57,47 @@ def test_meta_get_set_and_defaults(store_backend: mindfile.Mindfile) -> None:
 # -- sessions ------------------------------------------------------------------------
 
 
-def test_sessions_upsert_scope_and_sequences(store_backend: mindfile.Mindfile) -> None:
-    mem, sessions = store_backend, store_backend.stores.sessions
+def test_sessions_upsert_scope_and_sequences(seam: Seam) -> None:
+    sessions = seam.stores.sessions
     assert not sessions.exists("s1") and sessions.scope("s1") is None
     assert sessions.next_sequence("s1") == 1
-    with mem.db.atomic():
+    with seam.atomic():
         sessions.upsert("s1", NOW, user_id="ann", touch=False)
     assert sessions.exists("s1") and sessions.scope("s1") == ("ann", None)
-    with pytest.raises(ScopeError), mem.db.atomic():
+    with pytest.raises(ScopeError), seam.atomic():
         sessions.upsert("s1", LATER, user_id="bob")
-    mem.store("s1", 5, "five", user_id="ann")
+    seam.store("s1", 5, "five", user_id="ann")
     assert sessions.next_sequence("s1") == 6
+    with pytest.raises(ScopeError), seam.atomic():  # a namespace session's user is its id
+        sessions.upsert("memory:carol", NOW, user_id="dave")
 
 
-def test_sessions_add_chunks_without_an_event(store_backend: mindfile.Mindfile) -> None:
-    mem, sessions = store_backend, store_backend.stores.sessions
+def test_sessions_add_chunks_without_an_event(seam: Seam) -> None:
+    sessions = seam.stores.sessions
     texts = ["loose chunk one", "loose chunk two"]
     chunks = [PreparedChunk(t, f"hash-{i}", '{"kind": "test"}') for i, t in enumerate(texts)]
-    vectors = mem.embedder.embed_documents(texts)
-    with mem.db.atomic():
+    vectors = seam.embedder.embed_documents(texts)
+    with seam.atomic():
         sessions.upsert("loose", NOW)
-        added = sessions.add_chunks("loose", chunks, vectors, mem.embedder.model_id, 3, NOW)
-        again = sessions.add_chunks("loose", chunks, vectors, mem.embedder.model_id, 4, NOW)
+        added = sessions.add_chunks("loose", chunks, vectors, seam.model_id, 3, NOW)
+        again = sessions.add_chunks("loose", chunks, vectors, seam.model_id, 4, NOW)
     assert (added, again) == (2, 0)  # a content hash the session holds is skipped
     assert sessions.next_sequence("loose") == 5  # the high-water mark rose anyway
-    hits = mem.search("loose chunk", session_id="loose", mode="fts")
-    assert sorted(h.text for h in hits) == texts
-    assert not mem.stores.events.exists("loose", 3)
+    assert sorted(seam.chunk_texts("loose")) == texts
+    assert not seam.stores.events.exists("loose", 3)
+    assert seam.stores.integrity.vector_count() == 2
 
 
 # -- events: the working-memory reads --------------------------------------------------
 
 
-def test_event_signature_newest_and_tail(store_backend: mindfile.Mindfile) -> None:
-    mem, events = store_backend, store_backend.stores.events
+def test_event_signature_newest_and_tail(seam: Seam) -> None:
+    events = seam.stores.events
     empty = events.signature("s1")
     assert empty[:3] == (0, None, 0) and empty[3] is None
     stamp = events.change_stamp()
     for seq in (1, 2, 4):
-        mem.store("s1", seq, f"message {seq}")
+        seam.store("s1", seq, f"message {seq}")
     assert events.change_stamp() != stamp
     count, last, checksum, newest = events.signature("s1")
     assert (count, last, checksum) == (3, 4, 7) and newest is not None
@@ -287,22 +293,22 @@ def test_jobs_recover_abandoned_and_retry_failed(store_backend: mindfile.Mindfil
     assert (job.status, job.retry_count, job.claimed_by) == ("pending", 0, None)
 
 
-def test_sessions_write_events_and_list(store_backend: mindfile.Mindfile) -> None:
+def test_sessions_write_events_and_list(seam: Seam) -> None:
     from mindfile.errors import ConflictError
     from mindfile.index.pipeline import prepare_event
 
-    mem, sessions = store_backend, store_backend.stores.sessions
-    events = [prepare_event("w1", seq, f"written {seq}", spec=mem.chunk_spec) for seq in (1, 2)]
-    vectors = mem.embedder.embed_documents([c.text for e in events for c in e.chunks])
-    with mem.db.atomic():
+    sessions = seam.stores.sessions
+    events = [prepare_event("w1", seq, f"written {seq}") for seq in (1, 2)]
+    vectors = seam.embedder.embed_documents([c.text for e in events for c in e.chunks])
+    with seam.atomic():
         added = sessions.write_events(
-            events, vectors, mem.embedder.model_id, NOW, user_id="ann", channel="chat"
+            events, vectors, seam.model_id, NOW, user_id="ann", channel="chat"
         )
     assert added == 2 and sessions.scope("w1") == ("ann", "chat")
-    assert [r.payload for r in mem.stores.events.recent("w1", None)] == ["written 1", "written 2"]
-    with pytest.raises(ConflictError), mem.db.atomic():  # not above the high-water mark
-        sessions.write_events(events[:1], vectors[:1], mem.embedder.model_id, LATER)
-    mem.store("other", 1, "hello", user_id="bob")
+    assert [r.payload for r in seam.stores.events.recent("w1", None)] == ["written 1", "written 2"]
+    with pytest.raises(ConflictError), seam.atomic():  # not above the high-water mark
+        sessions.write_events(events[:1], vectors[:1], seam.model_id, LATER)
+    seam.store("other", 1, "hello", user_id="bob")
     assert [s.session_id for s in sessions.list_sessions(user_id="ann")] == ["w1"]
     assert [s.session_id for s in sessions.list_sessions(channel="chat")] == ["w1"]
     assert {s.session_id for s in sessions.list_sessions()} == {"w1", "other"}
@@ -376,15 +382,14 @@ def test_embedding_cache_rows(store_backend: mindfile.Mindfile) -> None:
     assert cache.prune(everything=True) == 1 and cache.summary() == []
 
 
-def test_integrity_row_counts(store_backend: mindfile.Mindfile) -> None:
-    mem = store_backend
-    assert mem.stores.integrity.row_counts() == {
+def test_integrity_row_counts(seam: Seam) -> None:
+    assert seam.stores.integrity.row_counts() == {
         "sessions": 0,
         "conversation_events": 0,
         "chunks": 0,
         "chunks_vec": 0,
     }
-    mem.store("s1", 1, "one")
-    mem.store("s2", 1, "two")
-    counts = mem.stores.integrity.row_counts()
+    seam.store("s1", 1, "one")
+    seam.store("s2", 1, "two")
+    counts = seam.stores.integrity.row_counts()
     assert counts == {"sessions": 2, "conversation_events": 2, "chunks": 2, "chunks_vec": 2}

@@ -104,6 +104,7 @@ class PgDatabase:
         self._local = _Local()
         self._lock = threading.RLock()
         self._closed = False
+        self._commits = 0
         # One direct connection first: a wrong host or password is a typed error at
         # once, with the server's reason, instead of a pool timing out in the background.
         self._probe(timeout)
@@ -170,6 +171,19 @@ class PgDatabase:
             cur.executemany(sql, rows)
             self._local.rowcount = cur.rowcount
 
+    def executemany_returning(self, sql: str, rows: Sequence[Sequence[Any]]) -> list[Row]:
+        """:meth:`executemany` for a statement with ``RETURNING``: its rows, in order."""
+        if not rows:
+            return []
+        out: list[Row] = []
+        with self._connection() as conn, _translate(self._url), conn.cursor() as cur:
+            cur.executemany(sql, rows, returning=True)
+            while True:
+                out.extend(tuple(r) for r in cur.fetchall())
+                if not cur.nextset():
+                    break
+        return out
+
     def query(self, sql: str, params: Params = None) -> list[Row]:
         """Run a statement and return all rows as tuples."""
         return self._run(sql, params, fetch=True)
@@ -220,6 +234,8 @@ class PgDatabase:
                     yield self
             finally:
                 local.conn, local.depth, local.writing = None, 0, 0
+            with self._lock:
+                self._commits += 1
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[PgDatabase]:
@@ -239,6 +255,11 @@ class PgDatabase:
                     yield self
             finally:
                 local.conn, local.depth = None, 0
+
+    @property
+    def commit_count(self) -> int:
+        """Transactions (outermost :meth:`atomic`) this database has committed."""
+        return self._commits
 
     @property
     def in_transaction(self) -> bool:

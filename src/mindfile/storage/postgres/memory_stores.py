@@ -48,7 +48,7 @@ STAMP = "SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint"
 
 _SIGNATURE = """
     SELECT count(*) AS n, max(sequence) AS last,
-           coalesce(sum(sequence % 1000000007), 0) AS checksum,
+           coalesce(sum(mod(sequence, 1000000007)), 0) AS checksum,
            (SELECT created_at FROM conversation_events
             WHERE session_id = %(session)s ORDER BY sequence DESC LIMIT 1) AS newest
     FROM conversation_events WHERE session_id = %(session)s

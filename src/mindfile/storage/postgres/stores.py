@@ -23,9 +23,9 @@ from mindfile.storage.postgres.memory_stores import (
     PgNoteStore,
     PgSessionStateStore,
 )
+from mindfile.storage.postgres.sessions import PgSessionStore
 from mindfile.storage.privacy import PrivacyStore
 from mindfile.storage.quotas import QuotaStore
-from mindfile.storage.sessions import SessionStore
 from mindfile.storage.stores import Stores
 
 __all__ = ["NotOnPostgres", "PgIntegrityStore", "PgLLMFailureStore", "PgMarkStore", "pg_stores"]
@@ -38,7 +38,7 @@ def pg_stores(db: PgDatabase) -> Stores:
     :class:`~mindfile.errors.UnsupportedBackendError` (docs/postgres.md, "Status").
     """
     return Stores(
-        sessions=cast(SessionStore, NotOnPostgres("sessions")),
+        sessions=PgSessionStore(db),
         events=PgEventStore(db),
         notes=PgNoteStore(db),
         facts=PgFactStore(db),

@@ -24,7 +24,9 @@ CREATE TABLE sessions (
     user_id             text COLLATE "C",
     channel             text COLLATE "C",
     -- The highest sequence ever stored in the session (SQLite 0010): never reused.
-    sequence_high_water bigint
+    sequence_high_water bigint,
+    -- Insertion order, standing in for SQLite's rowid (tie-break of listings).
+    rowid               bigint GENERATED ALWAYS AS IDENTITY UNIQUE
 );
 CREATE INDEX idx_sessions_updated ON sessions (updated_at DESC);
 CREATE INDEX idx_sessions_user_channel ON sessions (user_id, channel);
