@@ -12,6 +12,8 @@ all start writing at once.
   in SQL); prints how many calls found the chunk.
 * ``append URL SESSION COUNT NAME`` - store COUNT events in SESSION, each at the
   session's next sequence; prints the sequences it got.
+* ``work URL WORKER LIMIT`` - claim and complete embedding jobs, LIMIT at a time, until
+  none is due; prints the job ids it completed.
 * ``migrate URL`` - apply the migrations; prints the schema version.
 * ``hold URL MARKER`` - open a transaction, write a row, lock a fact, write MARKER, and
   sleep until killed (the parent kills it with SIGKILL mid-transaction).
@@ -70,6 +72,23 @@ def append(db: PgDatabase, session: str, count: int, me: str) -> list[int]:
     return got
 
 
+def work(db: PgDatabase, worker: str, limit: int) -> list[int]:
+    """Claim and complete embedding jobs until none is due; the job ids it completed."""
+    jobs = pg_stores(db).jobs
+    blob = bytes(4 * 8)  # an 8-d zero vector
+    got: list[int] = []
+    while True:
+        token = f"{worker}:{len(got)}"
+        leased, _ = jobs.claim(
+            token, worker, now=NOW, expires=FAR, limit=limit, max_retries=3,
+            gone=lambda _owner: False,
+        )  # fmt: skip
+        if not leased:
+            return got
+        assert jobs.complete(token, leased, [blob] * len(leased), "zero", NOW) == len(leased)
+        got.extend(j.job_id for j in leased)
+
+
 def hold(db: PgDatabase, marker: Path) -> None:
     stores = pg_stores(db)
     with db.atomic():
@@ -109,6 +128,8 @@ def main(argv: list[str]) -> None:
             out = use(db, args[0], int(args[1]))
         elif mode == "append":
             out = append(db, args[0], int(args[1]), args[2])
+        elif mode == "work":
+            out = work(db, args[0], int(args[1]))
         elif mode == "migrate":
             out = apply_pg_migrations(db)
         elif mode == "hold":

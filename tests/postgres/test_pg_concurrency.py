@@ -275,6 +275,21 @@ def test_scheduler_leases_are_exclusive_across_processes(db: PgDatabase, pg_url:
     assert sum(1 for got in claimed if got) >= 2  # they really competed
 
 
+def test_job_leases_are_exclusive_across_processes(db: PgDatabase, pg_url: str) -> None:
+    sessions = pg_stores(db).sessions
+    with db.atomic():  # no vectors: every chunk gets an embedding job
+        events = [prepare_event("s", seq, f"chunk text {seq}") for seq in range(1, 121)]
+        sessions.write_events(events, None, "none", NOW)
+    total = int(db.scalar("SELECT count(*) FROM memory_jobs WHERE status = 'pending'"))
+    assert total == 120
+    done = _children(*[["work", pg_url, f"w{i}", str(1 + i % 4)] for i in range(PROCESSES)])
+    every = [job for mine in done for job in mine]  # type: ignore[attr-defined]
+    assert len(every) == len(set(every)) == total  # each job completed exactly once
+    assert sum(1 for mine in done if mine) >= 2  # they really competed
+    assert db.scalar("SELECT count(*) FROM memory_jobs WHERE status = 'done'") == total
+    assert db.scalar("SELECT count(*) FROM chunks_vec") == total
+
+
 # -- crashes -----------------------------------------------------------------------------
 
 

@@ -65,6 +65,10 @@ class SqliteSeam:
         sql = "SELECT chunk_id FROM chunks WHERE session_id = ? ORDER BY id"
         return [str(r[0]) for r in self.engine.db.query(sql, (session_id,))]
 
+    def rowids(self) -> list[int]:
+        """Every chunk's row id, oldest first."""
+        return [int(r[0]) for r in self.engine.db.query("SELECT id FROM chunks ORDER BY id")]
+
 
 class PgSeam:
     """The Postgres backend on a migrated schema. Rows are written by the Postgres
@@ -134,6 +138,10 @@ class PgSeam:
     def chunk_ids(self, session_id: str) -> list[str]:
         sql = "SELECT chunk_id FROM chunks WHERE session_id = %s ORDER BY id"
         return [str(r[0]) for r in self.db.query(sql, (session_id,))]
+
+    def rowids(self) -> list[int]:
+        """Every chunk's row id, oldest first."""
+        return [int(r[0]) for r in self.db.query("SELECT id FROM chunks ORDER BY id")]
 
 
 Seam = SqliteSeam | PgSeam

@@ -242,11 +242,11 @@ def _never_gone(_owner: str) -> bool:
     return False
 
 
-def test_jobs_claim_complete_fail_release(store_backend: mindfile.Mindfile) -> None:
-    mem, jobs = store_backend, store_backend.stores.jobs
+def test_jobs_claim_complete_fail_release(seam: Seam) -> None:
+    jobs = seam.stores.jobs
     for seq in (1, 2, 3):
-        mem.store("s1", seq, f"text {seq}")
-    rowids = _rowids(mem)
+        seam.store("s1", seq, f"text {seq}")
+    rowids = seam.rowids()
     assert jobs.enqueue(rowids, NOW) == 3
     assert jobs.counts(NOW).by_status == {"pending": 3} and jobs.counts(NOW).due == 3
     leased, recovered = jobs.claim(
@@ -255,10 +255,10 @@ def test_jobs_claim_complete_fail_release(store_backend: mindfile.Mindfile) -> N
     assert recovered == [] and [j.chunk_rowid for j in leased] == rowids[:2]
     assert leased[0].text == "text 1"
     assert jobs.running_leases() == [("w1", LATER), ("w1", LATER)]
-    blob = np.zeros(mem.embedder.dimensions, dtype="<f4").tobytes()
+    blob = np.zeros(seam.dimensions, dtype="<f4").tobytes()
     # Another token completes nothing; the holder completes its job.
-    assert jobs.complete("other", leased[:1], [blob], mem.embedder.model_id, NOW) == 0
-    assert jobs.complete("t1", leased[:1], [blob], mem.embedder.model_id, NOW) == 1
+    assert jobs.complete("other", leased[:1], [blob], seam.model_id, NOW) == 0
+    assert jobs.complete("t1", leased[:1], [blob], seam.model_id, NOW) == 1
     attempt = FailedAttempt(leased[1].job_id, "pending", 1, LATER)
     assert jobs.fail("t1", [attempt], "boom", NOW) == ["pending"]
     assert jobs.fail("t1", [attempt], "boom", NOW) == []  # the claim is gone
@@ -277,10 +277,10 @@ def test_jobs_claim_complete_fail_release(store_backend: mindfile.Mindfile) -> N
     assert jobs.prune_done(MUCH_LATER) == 1 and jobs.prune_done(MUCH_LATER) == 0
 
 
-def test_jobs_recover_abandoned_and_retry_failed(store_backend: mindfile.Mindfile) -> None:
-    mem, jobs = store_backend, store_backend.stores.jobs
-    mem.store("s1", 1, "text")
-    jobs.enqueue(_rowids(mem), NOW)
+def test_jobs_recover_abandoned_and_retry_failed(seam: Seam) -> None:
+    jobs = seam.stores.jobs
+    seam.store("s1", 1, "text")
+    jobs.enqueue(seam.rowids(), NOW)
     jobs.claim(
         "t", "dead-worker", now=NOW, expires=MUCH_LATER, limit=1, max_retries=0, gone=_never_gone
     )

@@ -179,9 +179,13 @@ def insert_chunks(
     return rowids
 
 
-def prune_changes(db: PgDatabase, keep: int = KEEP_CHANGES) -> None:
+def prune_changes(
+    db: PgDatabase,
+    tables: Sequence[str] = ("chunks_changes", "chunks_vec_changes"),
+    keep: int = KEEP_CHANGES,
+) -> None:
     """Drop all but the newest ``keep`` rows of each change log."""
-    for table in ("chunks_changes", "chunks_vec_changes"):
+    for table in tables:
         db.execute(f"DELETE FROM {table} WHERE seq <= (SELECT max(seq) FROM {table}) - %s", (keep,))
 
 

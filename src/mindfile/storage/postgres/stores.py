@@ -10,13 +10,13 @@ from typing import Any, cast
 from mindfile.errors import UnsupportedBackendError
 from mindfile.storage.consolidation import ConsolidationStore
 from mindfile.storage.embedding_cache import EmbeddingCacheStore
-from mindfile.storage.jobs import JobStore
 from mindfile.storage.lifecycle import LifecycleStore
 from mindfile.storage.llm_failures import LLMFailure
 from mindfile.storage.marks import EventState
 from mindfile.storage.meta import MetaStore
 from mindfile.storage.models import ModelStore
 from mindfile.storage.postgres.db import PgDatabase
+from mindfile.storage.postgres.jobs import PgJobStore
 from mindfile.storage.postgres.memory_stores import (
     PgEventStore,
     PgFactStore,
@@ -50,7 +50,7 @@ def pg_stores(db: PgDatabase) -> Stores:
         lifecycle=cast(LifecycleStore, NotOnPostgres("lifecycle")),
         quotas=cast(QuotaStore, NotOnPostgres("quotas")),
         consolidation=cast(ConsolidationStore, NotOnPostgres("consolidation")),
-        jobs=cast(JobStore, NotOnPostgres("jobs")),
+        jobs=PgJobStore(db),
         privacy=cast(PrivacyStore, NotOnPostgres("privacy")),
         models=cast(ModelStore, NotOnPostgres("models")),
         embedding_cache=cast(EmbeddingCacheStore, NotOnPostgres("embedding_cache")),
