@@ -54,6 +54,17 @@ def test_meta_get_set_and_defaults(store_backend: mindfile.Mindfile) -> None:
     assert every["k1"] == "c" and "embedding_dims" in every
 
 
+def test_meta_rows(seam: Seam) -> None:
+    meta = seam.stores.meta
+    assert meta.get("no such key") is None
+    meta.set({"k1": "a", "k2": "b"})
+    meta.set({"k1": "c"})
+    meta.set_default({"k1": "ignored", "k3": "d"})
+    assert meta.get_many(["k1", "k2", "k3", "missing"]) == {"k1": "c", "k2": "b", "k3": "d"}
+    assert meta.get_many([]) == {}
+    assert {"k1", "k2", "k3"} <= set(meta.get_many())
+
+
 # -- sessions ------------------------------------------------------------------------
 
 
@@ -317,23 +328,25 @@ def test_sessions_write_events_and_list(seam: Seam) -> None:
 # -- privacy -------------------------------------------------------------------------
 
 
-def test_privacy_erases_a_user_and_purges(store_backend: mindfile.Mindfile) -> None:
-    mem, privacy = store_backend, store_backend.stores.privacy
-    mem.store("ann-chat", 1, "ann's secret", user_id="ann")
-    mem.store_note("memory:ann", "n1", "ann's note")
-    mem.set_fact("ann", "food", "likes", "figs")
-    mem.store("bob-chat", 1, "bob's words", user_id="bob")
+def test_privacy_erases_a_user_and_purges(seam: Seam) -> None:
+    privacy = seam.stores.privacy
+    seam.store("ann-chat", 1, "ann's secret", user_id="ann")
+    seam.add_note("memory:ann", "n1", "ann's note", [])
+    seam.add_fact("ann", "food", "likes", "figs")
+    seam.store("bob-chat", 1, "bob's words", user_id="bob")
     assert set(privacy.user_sessions("ann")) == {"ann-chat", "memory:ann", "facts:ann"}
     assert privacy.purge_pending() is False
     counts = privacy.erase_user("ann")
     assert counts["sessions"] == 3 and counts["facts"] == 1 and counts["notes"] == 1
-    assert privacy.user_sessions("ann") == [] and mem.stores.sessions.exists("bob-chat")
+    assert privacy.user_sessions("ann") == [] and seam.stores.sessions.exists("bob-chat")
+    assert seam.chunk_texts("ann-chat") == [] and seam.chunk_texts("bob-chat") == ["bob's words"]
     assert privacy.purge_pending() is True
     assert privacy.purge() >= 0 and privacy.purge_pending() is False
     assert privacy.delete_session("bob-chat") is True
     assert privacy.delete_session("bob-chat") is False
-    mem.set_fact("carol", "city", "home", "Porto")
-    assert privacy.erase_facts_scope("carol") == 1 and mem.get_fact("carol", "city", "home") is None
+    seam.add_fact("carol", "city", "home", "Porto")
+    assert privacy.erase_facts_scope("carol") == 1
+    assert seam.stores.facts.get("carol", "city", "home") is None
 
 
 # -- models --------------------------------------------------------------------------
@@ -363,8 +376,8 @@ def test_models_reembed_claim_and_chunk_batches(store_backend: mindfile.Mindfile
 # -- embedding cache -----------------------------------------------------------------
 
 
-def test_embedding_cache_rows(store_backend: mindfile.Mindfile) -> None:
-    cache = store_backend.stores.embedding_cache
+def test_embedding_cache_rows(seam: Seam) -> None:
+    cache = seam.stores.embedding_cache
     one, two = b"\x00" * 8, b"\x01" * 8
     cache.record("m1", [], [("h1", one), ("h2", two)], NOW, None)
     cache.record("m2", [], [("h1", one)], NOW, None)

@@ -9,12 +9,15 @@ from typing import Any, cast
 
 from mindfile.errors import UnsupportedBackendError
 from mindfile.storage.consolidation import ConsolidationStore
-from mindfile.storage.embedding_cache import EmbeddingCacheStore
 from mindfile.storage.lifecycle import LifecycleStore
 from mindfile.storage.llm_failures import LLMFailure
 from mindfile.storage.marks import EventState
-from mindfile.storage.meta import MetaStore
 from mindfile.storage.models import ModelStore
+from mindfile.storage.postgres.admin_stores import (
+    PgEmbeddingCacheStore,
+    PgMetaStore,
+    PgPrivacyStore,
+)
 from mindfile.storage.postgres.db import PgDatabase
 from mindfile.storage.postgres.jobs import PgJobStore
 from mindfile.storage.postgres.memory_stores import (
@@ -24,7 +27,6 @@ from mindfile.storage.postgres.memory_stores import (
     PgSessionStateStore,
 )
 from mindfile.storage.postgres.sessions import PgSessionStore
-from mindfile.storage.privacy import PrivacyStore
 from mindfile.storage.quotas import QuotaStore
 from mindfile.storage.stores import Stores
 
@@ -46,14 +48,14 @@ def pg_stores(db: PgDatabase) -> Stores:
         session_state=PgSessionStateStore(db),
         llm_failures=PgLLMFailureStore(db),
         integrity=PgIntegrityStore(db),
-        meta=cast(MetaStore, NotOnPostgres("meta")),
+        meta=PgMetaStore(db),
         lifecycle=cast(LifecycleStore, NotOnPostgres("lifecycle")),
         quotas=cast(QuotaStore, NotOnPostgres("quotas")),
         consolidation=cast(ConsolidationStore, NotOnPostgres("consolidation")),
         jobs=PgJobStore(db),
-        privacy=cast(PrivacyStore, NotOnPostgres("privacy")),
+        privacy=PgPrivacyStore(db),
         models=cast(ModelStore, NotOnPostgres("models")),
-        embedding_cache=cast(EmbeddingCacheStore, NotOnPostgres("embedding_cache")),
+        embedding_cache=PgEmbeddingCacheStore(db),
     )
 
 
