@@ -13,17 +13,22 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import mindfile
 from mindfile.embed import HashEmbedder
 from mindfile.index.pipeline import PreparedEvent, prepare_event
 from mindfile.memory._write import scoped_chunks
+from mindfile.storage.db import utcnow
 from mindfile.storage.postgres import PgDatabase
 from mindfile.storage.postgres.stores import pg_stores
 from mindfile.storage.stores import Stores
 
-NOW = "2026-01-01T00:00:00.000000+00:00"
+
+def _now() -> str:
+    """The write time, as the engine takes it: the current time."""
+    return utcnow()
 
 
 class SqliteSeam:
@@ -45,10 +50,22 @@ class SqliteSeam:
         self.engine.store(session_id, sequence, {"role": "user", "content": text})
 
     def store(
-        self, session_id: str, sequence: int, payload: Any, *, user_id: str | None = None
+        self,
+        session_id: str,
+        sequence: int,
+        payload: Any,
+        *,
+        user_id: str | None = None,
+        importance: float | None = None,
+        ttl: float | None = None,
     ) -> None:
         """Like ``Mindfile.store``: one event with this payload."""
-        self.engine.store(session_id, sequence, payload, user_id=user_id)
+        self.engine.store(
+            session_id, sequence, payload, user_id=user_id, importance=importance, ttl=ttl
+        )
+
+    def pin(self, session_id: str, sequence: int) -> None:
+        self.engine.pin(session_id, sequence)
 
     def add_note(self, namespace: str, note_id: str, text: str, tags: Sequence[str]) -> int:
         return self.engine.store_note(namespace, note_id, text, tags=list(tags)).sequence
@@ -91,21 +108,41 @@ class PgSeam:
         texts = [c.text for c in event.chunks]
         vectors = self.embedder.embed_documents(texts) if texts else None
         self.stores.sessions.write_event(
-            event, vectors, self.model_id, NOW, neighbor_context=neighbor_context
+            event, vectors, self.model_id, _now(), neighbor_context=neighbor_context
         )
 
     def add_event(self, session_id: str, sequence: int, text: str) -> None:
         self.store(session_id, sequence, {"role": "user", "content": text})
 
     def store(
-        self, session_id: str, sequence: int, payload: Any, *, user_id: str | None = None
+        self,
+        session_id: str,
+        sequence: int,
+        payload: Any,
+        *,
+        user_id: str | None = None,
+        importance: float | None = None,
+        ttl: float | None = None,
     ) -> None:
-        """Like ``Mindfile.store``: one event with this payload."""
-        event = prepare_event(session_id, sequence, payload)
+        """Like ``Mindfile.store``: one event with this payload (expiring ``ttl``
+        seconds from now, as the engine computes it)."""
+        expires = None
+        if ttl is not None:
+            expires = (datetime.now(UTC) + timedelta(seconds=ttl)).isoformat(
+                timespec="microseconds"
+            )
+        event = prepare_event(
+            session_id, sequence, payload, importance=importance, expires_at=expires
+        )
         texts = [c.text for c in event.chunks]
         vectors = self.embedder.embed_documents(texts) if texts else None
         with self.db.atomic():
-            self.stores.sessions.write_events([event], vectors, self.model_id, NOW, user_id=user_id)
+            self.stores.sessions.write_events(
+                [event], vectors, self.model_id, _now(), user_id=user_id
+            )
+
+    def pin(self, session_id: str, sequence: int) -> None:
+        self.stores.marks.set_pinned(session_id, sequence, True)
 
     def add_note(self, namespace: str, note_id: str, text: str, tags: Sequence[str]) -> int:
         with self.db.atomic():
@@ -121,14 +158,14 @@ class PgSeam:
         session = f"facts:{scope}"
         sessions = self.stores.sessions
         with self.db.atomic():
-            self.stores.facts.insert(scope, category, key, value, "agent", NOW)
-            sessions.upsert(session, NOW)
+            self.stores.facts.insert(scope, category, key, value, "agent", _now())
+            sessions.upsert(session, _now())
             meta = json.dumps({"kind": "fact", "category": category, "key": key})
             text = f"{category} / {key}: {value}"
             chunks = scoped_chunks([text], f"fact\x00{category}\x00{key}", meta)
             vectors = self.embedder.embed_documents([text])
             sequence = sessions.next_sequence(session)
-            sessions.add_chunks(session, chunks, vectors, self.model_id, sequence, NOW)
+            sessions.add_chunks(session, chunks, vectors, self.model_id, sequence, _now())
         return session
 
     def chunk_texts(self, session_id: str) -> list[str]:

@@ -125,13 +125,13 @@ def test_event_signature_newest_and_tail(seam: Seam) -> None:
 # -- lifecycle -----------------------------------------------------------------------
 
 
-def test_lifecycle_hidden_live_and_delete(store_backend: mindfile.Mindfile) -> None:
-    mem, lifecycle = store_backend, store_backend.stores.lifecycle
-    mem.store("s1", 1, "kept forever")
-    mem.store("s1", 2, "expires soon", ttl=60)
-    mem.store("s1", 3, "pinned though expiring", ttl=60)
-    first, expiring, pinned = _rowids(mem)
-    mem.pin("s1", 3)
+def test_lifecycle_hidden_live_and_delete(seam: Seam) -> None:
+    lifecycle = seam.stores.lifecycle
+    seam.store("s1", 1, "kept forever")
+    seam.store("s1", 2, "expires soon", ttl=60)
+    seam.store("s1", 3, "pinned though expiring", ttl=60)
+    first, expiring, pinned = seam.rowids()
+    seam.pin("s1", 3)
     assert lifecycle.hidden(NOW) == set()
     assert lifecycle.hidden(MUCH_LATER) == {expiring}
     live = {c.rowid for c in lifecycle.managed_live(MUCH_LATER)}
@@ -139,30 +139,27 @@ def test_lifecycle_hidden_live_and_delete(store_backend: mindfile.Mindfile) -> N
     assert pinned not in live
     deleted = lifecycle.delete_chunks([expiring, expiring])
     assert (deleted.chunks, deleted.events, deleted.notes) == (1, 1, 0)
-    assert not mem.stores.events.exists("s1", 2) and mem.stores.events.exists("s1", 1)
+    assert not seam.stores.events.exists("s1", 2) and seam.stores.events.exists("s1", 1)
     assert lifecycle.delete_chunks([]) == type(deleted)(0, 0, 0)
 
 
-def test_lifecycle_delete_takes_a_note_with_its_last_chunk(
-    store_backend: mindfile.Mindfile,
-) -> None:
-    mem = store_backend
-    note = mem.store_note("ns", "n1", "a note to evict")
-    (rowid,) = _rowids(mem)
-    deleted = mem.stores.lifecycle.delete_chunks([rowid])
+def test_lifecycle_delete_takes_a_note_with_its_last_chunk(seam: Seam) -> None:
+    sequence = seam.add_note("ns", "n1", "a note to evict", [])
+    (rowid,) = seam.rowids()
+    deleted = seam.stores.lifecycle.delete_chunks([rowid])
     assert (deleted.chunks, deleted.events, deleted.notes) == (1, 1, 1)
-    assert mem.stores.notes.find("ns", "n1") is None
-    assert not mem.stores.events.exists("ns", note.sequence)
+    assert seam.stores.notes.find("ns", "n1") is None
+    assert not seam.stores.events.exists("ns", sequence)
 
 
 # -- quotas --------------------------------------------------------------------------
 
 
-def test_quota_rows_and_usage(store_backend: mindfile.Mindfile) -> None:
-    mem, quotas = store_backend, store_backend.stores.quotas
+def test_quota_rows_and_usage(seam: Seam) -> None:
+    quotas = seam.stores.quotas
     assert not quotas.has_any() and quotas.get("session:s1") is None
-    mem.store("s1", 1, "one")
-    mem.store("s1", 2, "two", ttl=60)
+    seam.store("s1", 1, "one")
+    seam.store("s1", 2, "two", ttl=60)
     quotas.upsert("session:s1", 10, None, "evict", NOW)
     quotas.upsert("session:s1", 5, 1000, "fail", LATER)
     row = quotas.get("session:s1")
@@ -182,13 +179,13 @@ def test_quota_rows_and_usage(store_backend: mindfile.Mindfile) -> None:
     assert quotas.remove("session:s1") is True and quotas.remove("session:s1") is False
 
 
-def test_quota_eviction_candidates_in_order(store_backend: mindfile.Mindfile) -> None:
-    mem, quotas = store_backend, store_backend.stores.quotas
-    mem.store("s1", 1, "important", importance=0.9)
-    mem.store("s1", 2, "trivial", importance=0.1)
-    mem.store("s1", 3, "expired", importance=0.95, ttl=60)
-    mem.store("s1", 4, "being written", importance=0.1)
-    important, trivial, expired, written = _rowids(mem)
+def test_quota_eviction_candidates_in_order(seam: Seam) -> None:
+    quotas = seam.stores.quotas
+    seam.store("s1", 1, "important", importance=0.9)
+    seam.store("s1", 2, "trivial", importance=0.1)
+    seam.store("s1", 3, "expired", importance=0.95, ttl=60)
+    seam.store("s1", 4, "being written", importance=0.1)
+    important, trivial, expired, written = seam.rowids()
     protected = quotas.protected([("s1", 4)])
     assert protected == [written]
     found = quotas.candidates("session:s1", protected, MUCH_LATER, None, limit=10, offset=0)
@@ -211,16 +208,16 @@ def test_quota_eviction_candidates_in_order(store_backend: mindfile.Mindfile) ->
 # -- consolidation -------------------------------------------------------------------
 
 
-def test_consolidation_reads_and_summary_chunks(store_backend: mindfile.Mindfile) -> None:
-    mem, store = store_backend, store_backend.stores.consolidation
+def test_consolidation_reads_and_summary_chunks(seam: Seam) -> None:
+    store = seam.stores.consolidation
     for seq in (1, 2, 3):
-        mem.store("s1", seq, f"turn {seq} about the garden")
-    mem.store("s2", 1, "elsewhere")
+        seam.store("s1", seq, f"turn {seq} about the garden")
+    seam.store("s2", 1, "elsewhere")
     assert store.sessions() == ["s1", "s2"]
     assert store.sessions(session_id="s2") == ["s2"] and store.sessions(session_id="x") == []
     assert store.sessions(scope="session:s1") == ["s1"]
     candidates = store.merge_candidates("s1", NOW)
-    assert len(candidates) == 3 and all(len(c.vector) > 0 for c in candidates)
+    assert len(candidates) == 3 and all(len(c.vector) == 4 * seam.dimensions for c in candidates)
     group = store.group_chunks("s1", [c.rowid for c in candidates] + [10**9])
     assert sorted(group) == sorted(c.rowid for c in candidates)
     assert [e.sequence for e in store.span_events("s1")] == [1, 2, 3]
@@ -234,9 +231,9 @@ def test_consolidation_reads_and_summary_chunks(store_backend: mindfile.Mindfile
     text = "a summary of the garden"
     row = ChunkRow("s1", text, "summary-hash", '{"kind": "summary"}', 1, 2, 0.5, None)
     record = ConsolidationRow("summary", "s1", "", 1, 2, '[{"sequence": 1}]', NOW)
-    vector = np.asarray(mem.embedder.embed_documents([text])[0])
-    with mem.db.atomic():
-        chunk_id = store.add_summary_chunk(row, vector, mem.embedder.model_id, [1, 2], record)
+    vector = np.asarray(seam.embedder.embed_documents([text])[0])
+    with seam.atomic():
+        chunk_id = store.add_summary_chunk(row, vector, seam.model_id, [1, 2], record)
         store.mark_consolidated([c.rowid for c in span], NOW)
     assert store.has_chunk("s1", "summary-hash") and not store.has_chunk("s1", "nope")
     (recorded,) = store.records(chunk_id)
@@ -352,25 +349,45 @@ def test_privacy_erases_a_user_and_purges(seam: Seam) -> None:
 # -- models --------------------------------------------------------------------------
 
 
-def test_models_reembed_claim_and_chunk_batches(store_backend: mindfile.Mindfile) -> None:
-    mem, models = store_backend, store_backend.stores.models
+def test_models_reembed_claim_and_chunk_batches(seam: Seam) -> None:
+    models = seam.stores.models
     assert models.reembed_holder() == (None, None)
     models.claim_reembed("host:1:2:3", "hash:64")
     assert models.reembed_holder() == ("host:1:2:3", "hash:64")
-    with mem.db.atomic():
+    with seam.atomic():
         models.clear_reembed()
     assert models.reembed_holder() == (None, None)
     for seq in (1, 2, 3):
-        mem.store("s1", seq, f"chunk {seq}")
+        seam.store("s1", seq, f"chunk {seq}")
     first = models.chunk_batch(0, 2)
     assert [t for _, t, _ in first] == ["chunk 1", "chunk 2"]
     assert all(h is not None for _, _, h in first)  # written with their text hash
     rest = models.chunk_batch(first[-1][0], 10)
     assert [t for _, t, _ in rest] == ["chunk 3"]
     assert models.missing_text_hashes() == []
-    with mem.db.atomic():
+    with seam.atomic():
         models.set_text_hashes([("h-new", first[0][0])])
     assert models.chunk_batch(0, 1)[0][2] == "h-new"
+
+
+def test_models_switch_to_the_staged_vectors(seam: Seam) -> None:
+    models, check = seam.stores.models, seam.stores.integrity
+    seam.store("s1", 1, "staged text")
+    seam.store("s1", 2, "text written during the re-embedding")
+    (staged_row, _, staged_hash), (fresh_row, _, _) = models.chunk_batch(0, 10)
+    assert staged_hash is not None
+    dims = 8
+    vector = np.arange(dims, dtype="<f4") / 10
+    seam.stores.embedding_cache.record("m2", [], [(staged_hash, vector.tobytes())], NOW, None)
+    with seam.atomic():
+        unstaged = models.switch_model("m2", dims)
+    assert unstaged == [fresh_row]  # its old vector dropped; the caller queues a job
+    assert check.vector_count() == 1 and check.foreign_vectors("m2", dims) == []
+    assert seam.stores.meta.get_many(["embedding_model", "embedding_dims"]) == {
+        "embedding_model": "m2",
+        "embedding_dims": str(dims),
+    }
+    assert sorted(r for r, _ in check.unembedded()) == [fresh_row] != [staged_row]
 
 
 # -- embedding cache -----------------------------------------------------------------

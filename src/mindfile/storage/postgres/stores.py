@@ -4,15 +4,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Any
 
-from mindfile.errors import UnsupportedBackendError
-from mindfile.storage.consolidation import ConsolidationStore
-from mindfile.storage.lifecycle import LifecycleStore
 from mindfile.storage.llm_failures import LLMFailure
 from mindfile.storage.marks import EventState
-from mindfile.storage.models import ModelStore
 from mindfile.storage.postgres.admin_stores import (
     PgEmbeddingCacheStore,
     PgMetaStore,
@@ -20,6 +16,12 @@ from mindfile.storage.postgres.admin_stores import (
 )
 from mindfile.storage.postgres.db import PgDatabase
 from mindfile.storage.postgres.jobs import PgJobStore
+from mindfile.storage.postgres.manage_stores import (
+    PgConsolidationStore,
+    PgLifecycleStore,
+    PgModelStore,
+    PgQuotaStore,
+)
 from mindfile.storage.postgres.memory_stores import (
     PgEventStore,
     PgFactStore,
@@ -27,18 +29,13 @@ from mindfile.storage.postgres.memory_stores import (
     PgSessionStateStore,
 )
 from mindfile.storage.postgres.sessions import PgSessionStore
-from mindfile.storage.quotas import QuotaStore
 from mindfile.storage.stores import Stores
 
-__all__ = ["NotOnPostgres", "PgIntegrityStore", "PgLLMFailureStore", "PgMarkStore", "pg_stores"]
+__all__ = ["PgIntegrityStore", "PgLLMFailureStore", "PgMarkStore", "pg_stores"]
 
 
 def pg_stores(db: PgDatabase) -> Stores:
-    """The Postgres stores over ``db`` (they share its pool and each thread's transaction).
-
-    Stores not on Postgres yet are :class:`NotOnPostgres`: every call raises
-    :class:`~mindfile.errors.UnsupportedBackendError` (docs/postgres.md, "Status").
-    """
+    """The Postgres stores over ``db`` (they share its pool and each thread's transaction)."""
     return Stores(
         sessions=PgSessionStore(db),
         events=PgEventStore(db),
@@ -49,36 +46,14 @@ def pg_stores(db: PgDatabase) -> Stores:
         llm_failures=PgLLMFailureStore(db),
         integrity=PgIntegrityStore(db),
         meta=PgMetaStore(db),
-        lifecycle=cast(LifecycleStore, NotOnPostgres("lifecycle")),
-        quotas=cast(QuotaStore, NotOnPostgres("quotas")),
-        consolidation=cast(ConsolidationStore, NotOnPostgres("consolidation")),
+        lifecycle=PgLifecycleStore(db),
+        quotas=PgQuotaStore(db),
+        consolidation=PgConsolidationStore(db),
         jobs=PgJobStore(db),
         privacy=PgPrivacyStore(db),
-        models=cast(ModelStore, NotOnPostgres("models")),
+        models=PgModelStore(db),
         embedding_cache=PgEmbeddingCacheStore(db),
     )
-
-
-class NotOnPostgres:
-    """Stands in for a store the Postgres backend does not implement yet: every method
-    raises :class:`~mindfile.errors.UnsupportedBackendError` naming it. Nothing pretends."""
-
-    def __init__(self, store: str) -> None:
-        self.store = store
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        if name.startswith("_"):
-            raise AttributeError(name)
-
-        def refuse(*_args: object, **_kwargs: object) -> Any:
-            raise UnsupportedBackendError(
-                f"the {self.store} store ({name}) does not run on Postgres yet; "
-                "see docs/postgres.md, 'Status'",
-                store=self.store,
-                method=name,
-            )
-
-        return refuse
 
 
 # -- marks -------------------------------------------------------------------------------
