@@ -385,8 +385,9 @@ def _check_path(path: str) -> None:
             raise UnsupportedBackendError(
                 f"{scheme}:// stores are not supported yet by mindfile.open(): the Postgres "
                 "backend's storage layer exists (mindfile.storage.postgres: schema, "
-                "migrations and the per-aggregate stores), but the engine (writes, indexing, "
-                "search) still runs on SQLite only; see docs/postgres.md, 'Status'",
+                "migrations and every store of the storage seam), but the engine (its read "
+                "path and derived indexes) still runs on SQLite only; see docs/postgres.md, "
+                "'Status'",
                 scheme=scheme,
             )
         raise ConfigError(
