@@ -14,14 +14,10 @@ from mindfile.storage.postgres.admin_stores import (
     PgMetaStore,
     PgPrivacyStore,
 )
+from mindfile.storage.postgres.consolidation import PgConsolidationStore
 from mindfile.storage.postgres.db import PgDatabase
 from mindfile.storage.postgres.jobs import PgJobStore
-from mindfile.storage.postgres.manage_stores import (
-    PgConsolidationStore,
-    PgLifecycleStore,
-    PgModelStore,
-    PgQuotaStore,
-)
+from mindfile.storage.postgres.manage_stores import PgLifecycleStore, PgModelStore, PgQuotaStore
 from mindfile.storage.postgres.memory_stores import (
     PgEventStore,
     PgFactStore,
