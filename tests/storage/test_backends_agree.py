@@ -1,10 +1,12 @@
 """SQLite and Postgres give the same answers to the same random store operations.
 
-A differential property test: hypothesis draws a sequence of fact, LLM-failure and
-scratchpad operations with arbitrary Unicode (every character both backends can hold),
-applies it to the stores of both backends, and compares every answer, ordering included
-(``COLLATE "C"`` on Postgres, BINARY on SQLite). Each example works in scopes and
-sessions of its own, so the stores need no reset between examples.
+Differential property tests: hypothesis draws a sequence of operations, applies it to
+the stores of both backends, and compares every answer, ordering included (``COLLATE
+"C"`` on Postgres, BINARY on SQLite): facts, LLM failures and scratchpads with arbitrary
+Unicode (every character both backends can hold); and the log's write path (events in
+batches, chunk de-duplication, neighbour context, deletions, pins, use counts) compared
+row by row. Each example works in scopes and sessions of its own, so the stores need no
+reset between examples.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from mindfile.embed import HashEmbedder
 from mindfile.errors import ConflictError, InvalidInputError
+from mindfile.index.pipeline import prepare_event
 from mindfile.storage import Database, apply_migrations
 from mindfile.storage.postgres import PgDatabase, apply_pg_migrations
 from mindfile.storage.postgres.stores import pg_stores
@@ -139,3 +143,79 @@ def test_what_only_postgres_refuses(both: list[Any]) -> None:
             stores.facts.insert("bad", "c", "k", "\ud800", "agent", NOW)
         with pytest.raises(ConflictError):  # CHECK (source IN ('agent', 'user'))
             stores.facts.insert("bad", "c", "k", "v", "robot", NOW)
+
+
+# -- the log's write path ----------------------------------------------------------------
+
+WORDS = st.sampled_from(["apples", "pears", "the blue door", "apples", "x" * 700, "é ü ß"])
+
+LOG_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.integers(0, 1), WORDS, st.sampled_from([None, 0.2, 0.9])),
+        st.tuples(st.just("batch"), st.lists(st.tuples(st.integers(0, 1), WORDS), max_size=4)),
+        st.tuples(st.just("delete"), st.integers(0, 50)),
+        st.tuples(st.just("use"), st.integers(0, 50)),
+        st.tuples(st.just("pin"), st.integers(0, 1), st.integers(1, 8)),
+    ),
+    max_size=15,
+)
+
+_EMBEDDER = HashEmbedder(16)
+
+
+def _write(stores: Stores, db: Any, pairs: list[tuple[str, Any]], importance: Any) -> None:
+    with db.atomic():
+        nxt: dict[str, int] = {}
+        events = []
+        for session, text in pairs:
+            seq = nxt.get(session) or stores.sessions.next_sequence(session)
+            nxt[session] = seq + 1
+            payload = {"role": "user", "content": text}
+            events.append(prepare_event(session, seq, payload, importance=importance))
+        texts = [c.text for e in events for c in e.chunks]
+        vectors = _EMBEDDER.embed_documents(texts) if texts else None
+        stores.sessions.write_events(events, vectors, _EMBEDDER.model_id, NOW)
+
+
+def _log(db: Any, stores: Stores, mark: str, ops: list[tuple[Any, ...]], n: int) -> list[Any]:
+    sessions = [f"log{n}a", f"log{n}b"]
+    chunk_sql = f"SELECT id, chunk_id FROM chunks WHERE session_id IN ({mark}, {mark}) ORDER BY id"
+    for op in ops:
+        rows = db.query(chunk_sql, sessions)
+        if op[0] == "write":
+            _write(stores, db, [(sessions[op[1]], op[2])], op[3])
+        elif op[0] == "batch" and op[1]:
+            _write(stores, db, [(sessions[i], t) for i, t in op[1]], None)
+        elif op[0] == "delete" and rows:
+            stores.lifecycle.delete_chunks([int(rows[op[1] % len(rows)][0])])
+        elif op[0] == "use" and rows:
+            stores.marks.record_use([str(rows[op[1] % len(rows)][1])], NOW, 0.1)
+        elif op[0] == "pin":
+            stores.marks.set_pinned(sessions[op[1]], op[2], True)
+    out: list[Any] = []
+    for session in sessions:
+        out.append([(r.sequence, r.payload) for r in stores.events.recent(session, None)])
+        out.append(stores.events.signature(session))
+        out.append(stores.sessions.next_sequence(session))
+        out.append(stores.sessions.scope(session))
+    detail = (
+        "SELECT session_id, chunk_text, content_hash, sequence_start, sequence_end, "
+        "context_before, context_after, importance, pinned, access_count "
+        f"FROM chunks WHERE session_id IN ({mark}, {mark}) ORDER BY id"
+    )
+    out.append([tuple(r) for r in db.query(detail, sessions)])
+    links = (
+        "SELECT l.session_id, l.sequence, c.content_hash FROM event_chunks AS l "
+        f"JOIN chunks AS c ON c.id = l.chunk_rowid WHERE l.session_id IN ({mark}, {mark}) "
+        "ORDER BY l.session_id, l.sequence, c.content_hash"
+    )
+    out.append([tuple(r) for r in db.query(links, sessions)])
+    return out
+
+
+@settings(max_examples=60)
+@given(ops=LOG_OPS)
+def test_both_backends_write_the_log_alike(both: list[Any], ops: list[tuple[Any, ...]]) -> None:
+    n = next(_examples)
+    lite, pg = (_log(db, stores, mark, ops, n) for db, stores, mark in both)
+    assert lite == pg
