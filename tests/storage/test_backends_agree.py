@@ -210,7 +210,22 @@ def _log(db: Any, stores: Stores, mark: str, ops: list[tuple[Any, ...]], n: int)
         "ORDER BY l.session_id, l.sequence, c.content_hash"
     )
     out.append([tuple(r) for r in db.query(links, sessions)])
+    # Expiry and quota reads, by content hash (row ids may differ: Postgres spends an
+    # identity value on a rolled-back insert, SQLite does not).
+    hashes = {int(r[0]): str(r[1]) for r in db.query(_HASHES.format(mark), sessions)}
+    mine = set(hashes)
+    out.append(
+        sorted(hashes[c.rowid] for c in stores.lifecycle.managed_live(NOW) if c.rowid in mine)
+    )
+    scope = f"session:{sessions[0]}"
+    for half_life in (None, 3600.0):
+        found = stores.quotas.candidates(scope, [], NOW, half_life, limit=100, offset=0)
+        out.append([(hashes[r], size) for r, size in found])
+    out.append(stores.quotas.usage(scope, NOW, count_bytes=True))
     return out
+
+
+_HASHES = "SELECT id, content_hash FROM chunks WHERE session_id IN ({0}, {0})"
 
 
 @settings(max_examples=60)
