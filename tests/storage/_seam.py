@@ -22,7 +22,10 @@ from mindfile.index.pipeline import PreparedEvent, prepare_event
 from mindfile.memory._write import scoped_chunks
 from mindfile.storage.db import utcnow
 from mindfile.storage.postgres import PgDatabase
+from mindfile.storage.postgres.read_stores import PgRecallStore, PgSearchStore
 from mindfile.storage.postgres.stores import pg_stores
+from mindfile.storage.recall import SqliteRecallStore
+from mindfile.storage.search import SqliteSearchStore
 from mindfile.storage.stores import Stores
 
 
@@ -66,6 +69,13 @@ class SqliteSeam:
 
     def pin(self, session_id: str, sequence: int) -> None:
         self.engine.pin(session_id, sequence)
+
+    #: The placeholder of the backend's SQL (read filters are conditions in its dialect).
+    mark = "?"
+
+    def read_stores(self) -> tuple[Any, Any]:
+        """The read path's search and recall stores (not in the ``Stores`` bundle)."""
+        return SqliteSearchStore(self.engine.db), SqliteRecallStore(self.engine.db)
 
     def add_note(self, namespace: str, note_id: str, text: str, tags: Sequence[str]) -> int:
         return self.engine.store_note(namespace, note_id, text, tags=list(tags)).sequence
@@ -143,6 +153,12 @@ class PgSeam:
 
     def pin(self, session_id: str, sequence: int) -> None:
         self.stores.marks.set_pinned(session_id, sequence, True)
+
+    mark = "%s"
+
+    def read_stores(self) -> tuple[Any, Any]:
+        """The read path's search and recall stores (not in the ``Stores`` bundle)."""
+        return PgSearchStore(self.db), PgRecallStore(self.db)
 
     def add_note(self, namespace: str, note_id: str, text: str, tags: Sequence[str]) -> int:
         with self.db.atomic():

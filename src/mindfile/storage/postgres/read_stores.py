@@ -1,0 +1,198 @@
+"""Postgres implementations of the read path's stores: search and recall.
+
+Same contracts as :mod:`mindfile.storage.search` and :mod:`mindfile.storage.recall`.
+The read path itself (``retrieve/``, ``context/``) still builds the SQLite stores over
+the SQLite ``Database`` (docs/postgres.md, "Status"); these are what it will use on
+Postgres. Read filters are SQL conditions on ``chunks AS c`` in the backend's dialect:
+:func:`scope_where` is :meth:`mindfile.storage.recall.Scope.where` for Postgres, and
+:meth:`PgSearchStore.rowids_where` takes conditions with psycopg placeholders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mindfile.storage.postgres.db import PgDatabase
+from mindfile.storage.recall import CandidateRow, Scope
+
+__all__ = ["PgRecallStore", "PgSearchStore", "scope_where"]
+
+# -- search ------------------------------------------------------------------------------
+
+HAS_BACKLOG = """
+SELECT EXISTS (SELECT 1 FROM memory_jobs WHERE status IN ('pending', 'running', 'failed'))
+"""
+
+BACKLOG = """
+SELECT
+    (SELECT count(*) FROM (SELECT 1 FROM memory_jobs WHERE status = 'pending' LIMIT %(cap)s) p),
+    (SELECT count(*) FROM (SELECT 1 FROM memory_jobs WHERE status = 'running' LIMIT %(cap)s) r),
+    (SELECT count(*) FROM (SELECT 1 FROM memory_jobs WHERE status = 'failed' LIMIT %(cap)s) f)
+"""
+
+# In the order given, as SQLite's json_each yields them.
+UNEMBEDDED_AMONG = """
+SELECT u.r FROM unnest(%s::bigint[]) WITH ORDINALITY AS u(r, i)
+WHERE NOT EXISTS (SELECT 1 FROM chunks_vec WHERE chunk_rowid = u.r)
+ORDER BY u.i
+"""
+
+TIMES = """
+SELECT id, coalesce(occurred_at, created_at) FROM chunks WHERE id = ANY(%s::bigint[]) ORDER BY id
+"""
+
+ROWIDS_WHERE = "SELECT c.id FROM chunks AS c WHERE true{condition}"
+
+
+class PgSearchStore:
+    """:class:`~mindfile.storage.search.SearchStore` on Postgres."""
+
+    def __init__(self, db: PgDatabase) -> None:
+        self.db = db
+
+    def backlog(self, cap: int) -> tuple[int, int, int] | None:
+        if not self.db.scalar(HAS_BACKLOG):
+            return None
+        row = self.db.query_one(BACKLOG, {"cap": cap})
+        if row is None:
+            return (0, 0, 0)
+        pending, running, failed = (int(n) for n in row)
+        return pending, running, failed
+
+    def unembedded_among(self, rowids: Sequence[int]) -> list[int]:
+        return [int(r[0]) for r in self.db.query(UNEMBEDDED_AMONG, ([int(r) for r in rowids],))]
+
+    def chunk_times(self, rowids: Sequence[int]) -> list[tuple[int, str]]:
+        rows = self.db.query(TIMES, ([int(r) for r in rowids],))
+        return [(int(rowid), str(text)) for rowid, text in rows]
+
+    def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
+        rows = self.db.query(ROWIDS_WHERE.format(condition=condition), list(params))
+        return [int(r[0]) for r in rows]
+
+
+# -- recall ------------------------------------------------------------------------------
+
+
+def scope_where(scope: Scope, *, lookback: bool = True) -> tuple[str, list[Any]]:
+    """A condition on ``chunks AS c`` selecting what ``scope`` may recall, in Postgres
+    terms, and its parameters (the rules of :meth:`~mindfile.storage.recall.Scope.where`)."""
+    cutoff = scope.cutoff if lookback else None
+    current = "c.session_id = %s"
+    params: list[Any] = [scope.now, scope.session_id]
+    if scope.recent_from is not None:
+        current += " AND c.sequence_end < %s"
+        params.append(scope.recent_from)
+    if cutoff is not None:
+        current += " AND c.created_at >= %s"
+        params.append(cutoff)
+    parts = [f"({current})"]
+    others = _other_sessions(scope)
+    if others is not None:
+        sessions_sql, sessions_params = others
+        other = f"c.session_id IN ({sessions_sql})"
+        params += sessions_params
+        if cutoff is not None:
+            other += " AND c.created_at >= %s"
+            params.append(cutoff)
+        if scope.channel is not None:
+            other += (
+                " AND (c.session_id IN (SELECT session_id FROM sessions WHERE channel = %s)"
+                " OR (c.session_id IN (SELECT session_id FROM sessions WHERE channel IS NULL)"
+                " AND (c.metadata_json::jsonb ->> 'channel') = %s))"
+            )
+            params += [scope.channel, scope.channel]
+        parts.append(f"({other})")
+    if scope.namespaces:
+        parts.append("c.session_id = ANY(%s::text[])")
+        params.append(list(scope.namespaces))
+    if scope.include_files:
+        parts.append("c.file_id IS NOT NULL")
+    alive = "(c.expires_at IS NULL OR c.expires_at > %s OR c.pinned = 1)"
+    return f"{alive} AND ({' OR '.join(parts)})", params
+
+
+def _other_sessions(scope: Scope) -> tuple[str, list[Any]] | None:
+    if not scope.cross_session:
+        return None
+    sql = "SELECT session_id FROM sessions WHERE session_id <> %s"
+    params: list[Any] = [scope.session_id]
+    if scope.user_id is not None:
+        sql += " AND user_id = %s"
+        params.append(scope.user_id)
+    elif scope.agent_identity is not None:
+        sql += " AND user_id IS NULL"
+    else:
+        return None  # no user, no agent: nothing to cross into
+    if scope.agent_identity is not None:
+        sql += " AND agent_identity = %s"
+        params.append(scope.agent_identity)
+    return sql, params
+
+
+SESSION_OF = "SELECT agent_identity, user_id FROM sessions WHERE session_id = %s"
+
+SALIENT = """
+SELECT c.id FROM chunks AS c WHERE {where} AND (c.pinned = 1 OR c.importance >= %s)
+ORDER BY c.pinned DESC, c.importance DESC, c.created_at DESC, c.id DESC LIMIT %s
+"""
+
+CHUNKS = """
+SELECT c.id, c.chunk_id, c.session_id, c.chunk_text, c.sequence_end, c.metadata_json,
+       c.created_at, c.content_hash, c.importance, c.pinned, v.embedding,
+       coalesce(c.last_accessed_at, c.created_at)
+FROM chunks AS c LEFT JOIN chunks_vec AS v ON v.chunk_rowid = c.id
+WHERE c.id = ANY(%s::bigint[])
+ORDER BY c.id
+"""
+
+
+def _blob(value: object) -> bytes:
+    to_numpy = getattr(value, "to_numpy", None)
+    raw = to_numpy() if callable(to_numpy) else value
+    return np.asarray(raw, dtype="<f4").tobytes()
+
+
+class PgRecallStore:
+    """:class:`~mindfile.storage.recall.RecallStore` on Postgres."""
+
+    def __init__(self, db: PgDatabase) -> None:
+        self.db = db
+
+    def session_owner(self, session_id: str) -> tuple[str | None, str | None] | None:
+        row = self.db.query_one(SESSION_OF, (session_id,))
+        if row is None:
+            return None
+        agent, user = row
+        return (None if agent is None else str(agent)), (None if user is None else str(user))
+
+    def salient(self, scope: Scope, threshold: float, limit: int) -> list[int]:
+        where, params = scope_where(scope, lookback=False)
+        rows = self.db.query(SALIENT.format(where=where), [*params, threshold, limit])
+        return [int(r[0]) for r in rows]
+
+    def candidates(self, rowids: Sequence[int]) -> list[CandidateRow]:
+        out = []
+        for row in self.db.query(CHUNKS, (sorted(int(r) for r in rowids),)):
+            rowid, chunk_id, session_id, text, seq_end, meta, created = row[:7]
+            chash, importance, pinned, vector, last_used = row[7:]
+            out.append(
+                CandidateRow(
+                    rowid=int(rowid),
+                    chunk_id=str(chunk_id),
+                    session_id=str(session_id),
+                    text=str(text),
+                    sequence_end=int(seq_end),
+                    metadata_json=str(meta),
+                    created_at=str(created),
+                    content_hash=str(chash),
+                    importance=float(importance),
+                    pinned=bool(pinned),
+                    vector=None if vector is None else _blob(vector),
+                    last_used=str(last_used),
+                )
+            )
+        return out

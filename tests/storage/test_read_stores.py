@@ -1,0 +1,74 @@
+"""Conformance of the read path's stores (search and recall) on both backends.
+
+The read path builds them itself (they are not in the ``Stores`` bundle); a read filter
+is a SQL condition in the backend's dialect (``seam.mark`` is its placeholder).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mindfile.storage.recall import Scope
+
+from ._seam import Seam
+
+NOW = "2026-01-01T00:00:00.000000+00:00"
+
+
+def test_search_store_backlog_vectors_times_and_filters(seam: Seam) -> None:
+    search, _ = seam.read_stores()
+    seam.store("s1", 1, "one")
+    seam.store("s1", 2, "two")
+    seam.store("s2", 1, "three")
+    rowids = seam.rowids()
+    assert search.backlog(10) is None  # no job at all: the cheap answer
+    seam.stores.jobs.enqueue(rowids, NOW)
+    assert search.backlog(2) == (2, 0, 0)  # counted up to the cap
+    assert search.backlog(10) == (3, 0, 0)
+    assert search.unembedded_among(rowids) == []
+    with seam.atomic():
+        seam.stores.integrity.drop_vectors([rowids[1]])
+    assert search.unembedded_among([*rowids, 10**9]) == [rowids[1], 10**9]
+    times = dict(search.chunk_times([*rowids, 10**9]))
+    assert sorted(times) == rowids and all(t.startswith("20") for t in times.values())
+    condition = f" AND c.session_id = {seam.mark}"
+    assert search.rowids_where(condition, ["s2"]) == [rowids[2]]
+    assert search.rowids_where("", []) == rowids
+
+
+def _scope(session: str, **kw: object) -> Scope:
+    fields: dict[str, object] = {
+        "session_id": session, "user_id": None, "agent_identity": None,
+        "cross_session": False, "namespaces": (), "channel": None, "cutoff": None,
+        "now": NOW, "recent_from": None,
+    }  # fmt: skip
+    fields.update(kw)
+    return Scope(**fields)  # type: ignore[arg-type]
+
+
+def test_recall_store_owner_salience_and_candidates(seam: Seam) -> None:
+    _, recall = seam.read_stores()
+    seam.store("s1", 1, "ordinary", user_id="ann", importance=0.3)
+    seam.store("s1", 2, "important", user_id="ann", importance=0.9)
+    seam.store("s1", 3, "pinned", user_id="ann", importance=0.1)
+    seam.store("s2", 1, "elsewhere but important", user_id="ann", importance=0.95)
+    seam.store("s3", 1, "someone else's", user_id="bob", importance=0.99)
+    seam.add_note("memory:ann", "n1", "a note", [])
+    seam.pin("s1", 3)
+    ordinary, important, pinned, elsewhere, other, note = seam.rowids()
+    assert recall.session_owner("s1") == (None, "ann")
+    assert recall.session_owner("missing") is None
+    assert recall.salient(_scope("s1"), 0.8, 10) == [pinned, important]
+    crossing = _scope("s1", user_id="ann", cross_session=True)
+    assert recall.salient(crossing, 0.8, 10) == [pinned, elsewhere, important]
+    assert recall.salient(crossing, 0.8, 1) == [pinned]
+    with_notes = _scope("s1", namespaces=("memory:ann",))
+    assert set(recall.salient(with_notes, 0.0, 10)) == {ordinary, important, pinned, note}
+    rows = recall.candidates([important, pinned, 10**9])
+    assert [r.rowid for r in rows] == sorted([important, pinned])
+    first = rows[0]
+    assert (first.text, first.session_id, first.sequence_end) == ("important", "s1", 2)
+    assert first.importance == 0.9 and not first.pinned and rows[1].pinned
+    expected = np.asarray(seam.embedder.embed_documents(["important"])[0], dtype="<f4")
+    assert first.vector == expected.tobytes()
+    assert other not in recall.salient(crossing, 0.0, 100)
