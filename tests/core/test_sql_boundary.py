@@ -38,7 +38,6 @@ _RECEIVER = re.compile(r"(^|_)(db|conn|connection|cursor|cur)$")
 #: SQL still outside ``storage/``, per file (path under ``src/mindfile/``). May only
 #: shrink. The derived indexes read through ``storage/index_source.py``.
 ALLOWED: dict[str, int] = {
-    "retrieve/fts.py": 2,
     # The sqlite-vec index *is* a SQLite table (a vec0 virtual table in the store file,
     # filled from chunks_vec by INSERT ... SELECT): SQLite-only by nature, like the
     # extension it loads. Another backend has its own vector search instead of it.
