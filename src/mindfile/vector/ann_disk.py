@@ -97,8 +97,9 @@ class RowBatch:
 
 def row_batch(rows: VectorRows) -> RowBatch:
     """A batch read with ``created=True`` as the indexes take it (times in microseconds)."""
-    created = rows.created if rows.created is not None else []
-    us = np.fromiter((_created_us(t) for t in created), np.int64, len(created))
+    if rows.created is None:  # read without times
+        return RowBatch(rows.ids, rows.matrix, rows.sessions, np.zeros(len(rows.ids), np.int64))
+    us = np.fromiter((_created_us(t) for t in rows.created), np.int64, len(rows.created))
     return RowBatch(rows.ids, rows.matrix, rows.sessions, us)
 
 
