@@ -9,8 +9,8 @@ builder's extra condition).
 
 On SQLite the words become a safe FTS5 MATCH expression (each word quoted, OR-ed: user
 text is never FTS5 syntax) and the filter becomes SQL conditions on ``chunks AS c``.
-The filter's ``condition`` is already SQL (the context builder's lookback, window and
-channel rules, :mod:`mindfile.context.retrieval`): it is passed through as it is, the one
+The filter's ``condition`` is already SQL (the context builder's scope,
+:meth:`mindfile.storage.recall.Scope.where`): it is passed through as it is, the one
 part of a read filter that is not backend-neutral yet (docs/architecture.md, "Storage
 seam").
 """
