@@ -6,6 +6,10 @@ read path asks it) and must agree with the SQL-filter form the read path used be
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 import mindfile
@@ -80,3 +84,27 @@ def test_the_store_and_the_sql_filter_form_agree(filled: mindfile.Mindfile) -> N
         )
         assert new == old
     assert isinstance(full_text(filled.db), SqliteFullTextStore)
+
+
+def test_the_read_path_ranks_fts_mode_through_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mindfile.retrieve import retriever
+
+    asked: list[dict[str, Any]] = []
+
+    class Recording(SqliteFullTextStore):
+        def search(self, words: Sequence[str], limit: int, **flt: Any) -> list[tuple[int, float]]:
+            asked.append({"words": list(words), **flt})
+            return super().search(words, limit, **flt)
+
+    monkeypatch.setattr(retriever, "full_text", Recording)
+    with mindfile.open(tmp_path / "f.db", embedder="hash", lexical_index="fts5") as mem:
+        mem.store("a", 1, "lakes and rivers", tags=["geo"])
+        mem.store("b", 1, "lakes are cold in winter", tags=["geo", "cold"])
+        mem.store("b", 2, "cold lakes again", tags=["other"])
+        hits = mem.search("the cold lakes", mode="fts", session_id=["b"], tags=["geo"])
+    assert [h.text for h in hits] == ["lakes are cold in winter"]
+    assert len(asked) == 1
+    assert asked[0]["words"] == ["cold", "lakes"]
+    assert list(asked[0]["session_ids"]) == ["b"] and list(asked[0]["tags"]) == ["geo"]
