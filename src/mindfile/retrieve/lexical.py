@@ -50,8 +50,8 @@ import numpy as np
 from mindfile.retrieve.fts import COLUMN_WEIGHTS, query_words
 from mindfile.retrieve.lexical_disk import LexManifest, Segment, collect, merge
 from mindfile.retrieve.lexical_state import Delta, State, analyse_batch, combine
-from mindfile.storage.changes import bounds, read_since
-from mindfile.storage.db import Database, Row
+from mindfile.storage.db import Database
+from mindfile.storage.index_source import ChunkText, index_source
 from mindfile.vector.ann_disk import BUILD_LOCK, MANIFEST, file_lock, index_root, store_id
 from mindfile.vector.base import VectorFilter
 
@@ -79,7 +79,6 @@ RETRY_SECONDS = 1.0
 RETRY_MAX_SECONDS = 300.0
 
 logger = logging.getLogger("mindfile.retrieve")
-_COLUMNS = "chunk_text, context_before, context_after"
 
 
 class Bm25Index:
@@ -95,6 +94,7 @@ class Bm25Index:
         persist: bool = True,
     ) -> None:
         self._db = db
+        self._source = index_source(db)
         self._weights = weights
         self._lock = threading.Lock()
         tokenizer = db.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
@@ -197,7 +197,7 @@ class Bm25Index:
         state = self._state
         if not state.ready and state.base is None:
             return False
-        newest = int(self._db.scalar("SELECT coalesce(max(id), 0) FROM chunks"))
+        newest = self._source.chunk_max_id()
         return newest - state.max_rowid <= BACKLOG
 
     def warm(self) -> None:
@@ -261,7 +261,7 @@ class Bm25Index:
             return
         if self._builder is not None or self._merger is not None:
             return
-        newest = int(self._db.scalar("SELECT coalesce(max(id), 0) FROM chunks"))
+        newest = self._source.chunk_max_id()
         if newest - self._state.max_rowid >= MERGE_MIN:
             self.warm()
 
@@ -321,11 +321,11 @@ class Bm25Index:
         ):
             return False
         with self._db.lock, self._db.snapshot():
-            high = self._db.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'chunks'")
-            oldest, newest = bounds(self._db, "chunks_changes")
+            high = self._source.chunk_id_high()
+            oldest, newest = self._source.text_change_bounds()
         # A base older than the change log's oldest entry cannot catch up (pruned).
         return (
-            manifest.max_id <= int(high or 0)
+            manifest.max_id <= high
             and manifest.changes_seq <= newest
             and manifest.changes_seq >= oldest - 1
         )
@@ -594,7 +594,7 @@ class Bm25Index:
 
     def _read_changes(
         self, state: State
-    ) -> tuple[tuple[int, int], int, list[Row], list[Row], bool] | None:
+    ) -> tuple[tuple[int, int], int, list[tuple[int, str]], list[ChunkText], bool] | None:
         """``(token, newest_seq, logged, rows, more)`` to apply to ``state``, or None when
         it is up to date. New chunks are read ``READ_PAGE`` at a time (``more``: a full
         page, read again after applying it), so a build after a bulk ingest holds the
@@ -609,7 +609,7 @@ class Bm25Index:
             with self._db.snapshot():
                 fresh = state.max_rowid == 0 and state.base is None
                 seen = None if fresh else state.changes_seen
-                newest, logged = read_since(self._db, "chunks_changes", seen, "chunk_rowid, op")
+                newest, logged = self._source.text_changes_since(seen)
                 if logged is None:  # the log was pruned past what we saw: reload everything
                     with self._lock:
                         state.reset()
@@ -617,18 +617,10 @@ class Bm25Index:
                 reread = sorted(
                     {int(r) for r, op in logged if op == "u" and int(r) <= state.max_rowid}
                 )
-                rows = self._db.query(
-                    f"SELECT id, session_id, {_COLUMNS} FROM chunks WHERE id > ? "
-                    "ORDER BY id LIMIT ?",
-                    (state.max_rowid, READ_PAGE),
-                )
+                rows = self._source.chunks_after(state.max_rowid, READ_PAGE)
                 more = len(rows) == READ_PAGE
                 if reread:
-                    rows += self._db.query(
-                        f"SELECT id, session_id, {_COLUMNS} FROM chunks "
-                        "WHERE id IN (SELECT value FROM json_each(?))",
-                        (f"[{','.join(map(str, reread))}]",),
-                    )
+                    rows += self._source.chunks_by_ids(reread)
         return version, newest, logged, rows, more
 
     def _apply(
@@ -636,8 +628,8 @@ class Bm25Index:
         state: State,
         version: tuple[int, int],
         newest: int,
-        logged: list[Row],
-        rows: list[Row],
+        logged: list[tuple[int, str]],
+        rows: list[ChunkText],
         more: bool,
     ) -> bool:
         """Apply a read to ``state``; False when there is more to read (the rest of a

@@ -24,8 +24,9 @@ import numpy as np
 
 from mindfile.embed.base import Vector
 from mindfile.manage.expiry import hidden_rowids
-from mindfile.retrieve.fts import fts_search, session_clause, tag_clause
+from mindfile.retrieve.fts import COLUMN_WEIGHTS, query_words
 from mindfile.storage.db import Database, utcnow
+from mindfile.storage.fulltext import filter_clause, full_text
 from mindfile.storage.lifecycle import SqliteLifecycleStore
 from mindfile.storage.search import SqliteSearchStore
 from mindfile.vector.base import VectorFilter, VectorIndex
@@ -67,12 +68,7 @@ class ReadFilter:
 
     def clause(self) -> tuple[str, list[Any]]:
         """The filter as ``" AND ..."`` SQL on ``chunks AS c``, and its parameters."""
-        if self.empty:
-            return " AND 0", []
-        s_sql, s_params = session_clause(self.session_ids)
-        t_sql, t_params = tag_clause(self.tags)
-        c_sql = f" AND ({self.condition})" if self.condition else ""
-        return s_sql + t_sql + c_sql, [*s_params, *t_params, *self.params]
+        return filter_clause(self.session_ids, self.tags, self.condition, self.params)
 
     def resolve(self, db: Database) -> VectorFilter | None:
         """The filter in the form the derived indexes take (None: no restriction).
@@ -108,6 +104,7 @@ class Retriever:
         self.db = db
         self.index = index
         self.lexical = lexical
+        self.full_text = full_text(db)
 
     def legs(
         self,
@@ -143,8 +140,16 @@ class Retriever:
             if bm25 is not None:
                 lexical, backend = bm25.search(query, fetch, where=where), "memory"
             else:
-                sql, params = flt.clause()
-                lexical, backend = fts_search(self.db, query, fetch, sql, params), "fts5"
+                lexical = self.full_text.search(
+                    query_words(query),
+                    fetch,
+                    weights=COLUMN_WEIGHTS,
+                    session_ids=flt.session_ids,
+                    tags=flt.tags,
+                    condition=flt.condition,
+                    params=flt.params,
+                )
+                backend = "fts5"
         if hidden:
             vector = [h for h in vector if h[0] not in hidden][:vector_k]
             lexical = [h for h in lexical if h[0] not in hidden][:lexical_k]

@@ -3,8 +3,9 @@
 :mod:`mindfile.retrieve` ranks (fusion, degraded search, the time boost); this store
 reads the rows those rules need: the embedding backlog, which candidates still lack a
 vector, chunk times, and the chunk ids a read filter allows. The read path itself stays
-on the :class:`~mindfile.storage.db.Database` (its full-text leg and filters are SQL
-conditions on ``chunks AS c``; docs/architecture.md, "Storage seam").
+on the :class:`~mindfile.storage.db.Database` (a read filter's extra condition is SQL on
+``chunks AS c``; its full-text leg is :mod:`mindfile.storage.fulltext`;
+docs/architecture.md, "Storage seam").
 """
 
 from __future__ import annotations

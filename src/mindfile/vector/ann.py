@@ -46,6 +46,7 @@ import numpy.typing as npt
 from mindfile.embed.base import Vector
 from mindfile.errors import ConfigError
 from mindfile.storage.db import Database
+from mindfile.storage.index_source import index_source
 from mindfile.vector.ann_disk import (
     BUILD_LOCK,
     MANIFEST,
@@ -306,6 +307,7 @@ class AnnIndex:
         if db.readonly:
             raise ConfigError(f"vector_index={self.name!r} needs a writable store")
         self._db = db
+        self._source = index_source(db)
         self._dims = dims
         self._backend = backend
         self._lock = threading.Lock()
@@ -329,7 +331,7 @@ class AnnIndex:
     def _identity(self) -> tuple[str, str]:
         """The store's id for the manifests (made once) and its embedding model."""
         store = store_id(self._db)
-        model = self._db.scalar("SELECT value FROM store_meta WHERE key = 'embedding_model'")
+        model = self._source.embedding_model()
         return str(store), str(model or "")
 
     # -- the published base ---------------------------------------------------------------
@@ -346,9 +348,9 @@ class AnnIndex:
             self._dims,
         ):
             return False
-        high = self._db.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'chunks'")
+        high = self._source.chunk_id_high()
         newest, _ = changes_since(self._db, None)
-        return manifest.max_id <= int(high or 0) and manifest.changes_seq <= newest
+        return manifest.max_id <= high and manifest.changes_seq <= newest
 
     def _poll_manifest(self) -> bool:
         """Switch to a newly published generation; True when the base changed."""
