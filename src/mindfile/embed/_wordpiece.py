@@ -11,7 +11,8 @@ tokenizer is nearly all of the embedding cost: 0.45 s per MB on this machine, ag
   (``!`` to ``/``, ``:`` to ``@``, ``[`` to `````, ``{`` to ``~``) is a word of its own;
   so a word is a run of ``[a-z0-9]`` or one punctuation character;
 - WordPiece splits each word; it depends on the word alone, so its ids are cached
-  (the real tokenizer computes them on a miss, so the vocabulary logic is not restated).
+  (the real tokenizer's WordPiece model computes them on a miss, so the vocabulary
+  logic is not restated).
 
 model2vec cuts a text to ``max_length * median_token_length`` characters, the tokenizer
 truncates to ``max_length`` tokens, then unknown-token ids are removed; this does the
@@ -154,11 +155,29 @@ class FastWordPiece:
             out.append(flat)
         return out
 
+    def tokenizer_ids(self, texts: list[str]) -> list[list[int]]:
+        """The ids of texts the fast path does not take (not ASCII, or holding an added
+        token), from the real tokenizer exactly as ``StaticModel.tokenize`` gets them:
+        the character cut, ``max_tokens``, unknown tokens removed. Used instead of
+        model2vec's ``encode``, which would load a second copy of the model (~0.45 s)."""
+        encoded = self._tokenizer.encode_batch_fast(
+            [t[: self._max_chars] for t in texts], add_special_tokens=False
+        )
+        out: list[list[int]] = []
+        for e in encoded:
+            ids = e.ids[: self._max_tokens]
+            out.append([i for i in ids if i != self._unk] if self._unk in ids else ids)
+        return out
+
     def _learn(self, words: list[str]) -> dict[str, list[int]]:
-        short = [w for w in words if len(w) <= self._max_word]
-        encoded = self._tokenizer.encode_batch(short, add_special_tokens=False) if short else []
-        learned = {w: list(e.ids) for w, e in zip(short, encoded, strict=True)}
-        learned.update((w, [self._unk]) for w in words if len(w) > self._max_word)
+        # A word here is already normalised and pre-tokenized (lowercase, one run of
+        # [a-z0-9] or one punctuation character), so the WordPiece model alone gives the
+        # ids ``encode`` would: 2.1x faster than ``encode_batch`` (no normaliser,
+        # pre-tokenizer, offsets or Encoding objects); 158,000 new words in the standard
+        # library's sync: 2.5 -> 1.2 CPU-seconds.
+        pieces = self._tokenizer.model.tokenize
+        unk = [self._unk]
+        learned = {w: [t.id for t in pieces(w)] if len(w) <= self._max_word else unk for w in words}
         with self._lock:
             if len(self._cache) + len(learned) > CACHE_WORDS:
                 self._cache.clear()

@@ -74,7 +74,8 @@ class StaticEmbedder:
         """What the fast path needs: the float32 matrix, the tokenizer and the ASCII
         tokenizer over it, read straight from the model's files (~0.06 s). model2vec's
         ``from_pretrained`` costs ~0.25 s more (it imports huggingface_hub and deep-copies
-        the tokenizer); it is loaded only for texts the fast path does not take."""
+        the tokenizer); it is loaded only for a model without the fast path (texts the
+        fast path does not take get the real tokenizer's ids and the same pooling)."""
         parts = self._parts
         if parts is None:
             with self._lock:
@@ -131,14 +132,14 @@ class StaticEmbedder:
         (:mod:`mindfile.embed._wordpiece`: same ids) and pooled as model2vec pools."""
         parts = self._ready()
         fast = parts.fast
-        ids = [None] * len(texts) if fast is None else fast.ids_many(texts)
-        slow = [i for i, row in enumerate(ids) if row is None]
-        if len(slow) == len(texts):
+        if fast is None:
             return np.asarray(self._load_model().encode(texts, show_progress_bar=False))
+        ids = fast.ids_many(texts)
+        slow = [i for i, row in enumerate(ids) if row is None]
+        if slow:  # the real tokenizer's ids for the others, pooled below just the same
+            for i, other in zip(slow, fast.tokenizer_ids([texts[i] for i in slow]), strict=True):
+                ids[i] = other
         out = np.zeros((len(texts), self._dims), dtype=np.float32)
-        if slow:
-            model = self._load_model()
-            out[slow] = model.encode([texts[i] for i in slow], show_progress_bar=False)
         # model2vec's pooling (StaticModel._encode_batch): texts of one token count
         # together, mean of their token vectors, then L2 normalisation.
         buckets: dict[int, list[int]] = defaultdict(list)
