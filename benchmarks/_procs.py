@@ -14,10 +14,13 @@ __all__ = ["disk_bytes", "memory", "pct", "settle"]
 
 
 def memory(pid: int | None = None) -> dict[str, float]:
-    """RSS, PSS (shared pages split between the processes mapping them) and private
-    memory in MB, from ``/proc/PID/smaps_rollup`` (Linux); zeros where unavailable."""
+    """RSS, PSS (shared pages split between the processes mapping them), private memory
+    (pages no other process maps: a mapped file's pages only this process touched count
+    here although they are page cache) and anonymous memory (heap and other memory no
+    file backs: what each further process really adds) in MB, from
+    ``/proc/PID/smaps_rollup`` (Linux); zeros where unavailable."""
     path = Path(f"/proc/{pid or os.getpid()}/smaps_rollup")
-    out = {"rss_mb": 0.0, "pss_mb": 0.0, "private_mb": 0.0}
+    out = {"rss_mb": 0.0, "pss_mb": 0.0, "private_mb": 0.0, "anon_mb": 0.0}
     try:
         text = path.read_text()
     except OSError:
@@ -30,6 +33,7 @@ def memory(pid: int | None = None) -> dict[str, float]:
     out["rss_mb"] = fields.get("Rss", 0) / 1024
     out["pss_mb"] = fields.get("Pss", 0) / 1024
     out["private_mb"] = (fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)) / 1024
+    out["anon_mb"] = fields.get("Anonymous", 0) / 1024
     return out
 
 

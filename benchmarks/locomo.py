@@ -232,6 +232,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     occurred_at=args.occurred_at,
                 )
                 ingest_s += time.perf_counter() - t0
+                if args.publish:
+                    # Search through a published base (an ANN graph, the exact index's
+                    # mapped generation) instead of the in-memory delta that holds a
+                    # conversation this small.
+                    mem.index.merge(full=True)  # type: ignore[attr-defined]
                 by_chunk = chunk_dia_ids(mem) if "context" in modes else {}
                 as_of = last_session_time(conv) if args.as_of == "last-session" else None
                 time_kw: dict[str, Any] = {} if as_of is None else {"as_of": as_of}
@@ -309,6 +314,7 @@ def summarize(
     result["config"] = {
         "embedder": args.embedder or "default",
         "index": args.index,
+        "published": args.publish,
         "vector_weight": args.vector_weight,
         "fts_weight": args.fts_weight,
         "date_in_text": not args.no_date,
@@ -376,6 +382,11 @@ def main() -> None:
     )
     parser.add_argument("--embedder", default=None, help="embedder spec (default: bundled)")
     parser.add_argument("--index", default="exact")
+    parser.add_argument(
+        "--publish",
+        action="store_true",
+        help="publish each store's vector index before searching (exact, zvec, lancedb)",
+    )
     parser.add_argument("--vector-weight", type=float, default=None)
     parser.add_argument("--fts-weight", type=float, default=None)
     parser.add_argument("--no-date", action="store_true", help="don't prefix turns with dates")

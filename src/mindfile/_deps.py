@@ -16,16 +16,26 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from mindfile.context.cache import WorkingMemory
     from mindfile.embed.base import Embedder
     from mindfile.index.cache import EmbeddingCache
     from mindfile.index.chunking import ChunkSpec
+    from mindfile.jobs.types import JobReport
     from mindfile.retrieve.lexical import Bm25Index
     from mindfile.retrieve.search import SearchResults
     from mindfile.storage.db import Database
     from mindfile.storage.stores import Stores
     from mindfile.vector.base import VectorIndex
 
-__all__ = ["EmbedDeps", "IndexDeps", "SearchDeps", "StoreDeps", "WriteDeps"]
+__all__ = [
+    "ContextDeps",
+    "EmbedDeps",
+    "IndexDeps",
+    "ReembedDeps",
+    "SearchDeps",
+    "StoreDeps",
+    "WriteDeps",
+]
 
 
 class StoreDeps(Protocol):
@@ -39,10 +49,14 @@ class StoreDeps(Protocol):
 
 
 class EmbedDeps(Protocol):
-    """The embedder and the database (the job worker: embed outside, write inside)."""
+    """The embedder, the stores and the database (the job worker: embed outside, write
+    inside)."""
 
     @property
     def db(self) -> Database: ...
+
+    @property
+    def stores(self) -> Stores: ...
 
     @property
     def embedder(self) -> Embedder: ...
@@ -75,6 +89,39 @@ class WriteDeps(StoreDeps, EmbedDeps, Protocol):
 
     def check_model(self) -> None:
         """Refuse to write when another process moved the store to another model."""
+        ...
+
+
+class ContextDeps(StoreDeps, EmbedDeps, Protocol):
+    """What building a context reads: the stores, the embedder (the query vector), the
+    derived indexes and the working-memory cache."""
+
+    @property
+    def index(self) -> VectorIndex: ...
+
+    @property
+    def lexical(self) -> Bm25Index | None: ...
+
+    @property
+    def working_memory(self) -> WorkingMemory: ...
+
+
+class ReembedDeps(StoreDeps, EmbedDeps, Protocol):
+    """Moving a store to another model: storage, the embedding cache, and switching the
+    engine to the new embedder once the store has moved."""
+
+    @property
+    def indexing(self) -> str: ...
+
+    @property
+    def embedding_cache(self) -> EmbeddingCache: ...
+
+    def _switch_embedder(self, embedder: Embedder, *, owned: bool = False) -> None:
+        """Use ``embedder`` from now on (the store's model was just changed to it)."""
+        ...
+
+    def run_jobs(self) -> JobReport:
+        """Embed what the switch queued (one synchronous pass)."""
         ...
 
 

@@ -17,6 +17,7 @@ from mindfile._api.context import ContextAPI
 from mindfile._api.jobs import JobsAPI
 from mindfile._api.manage import ManageAPI
 from mindfile._api.memory import AgentMemoryAPI
+from mindfile._follow import IdleFollower
 from mindfile.embed import Embedder, embedder_for_model_id, fusion_weights, resolve_embedder
 from mindfile.errors import ConfigError, InvalidInputError, MindfileError, ScopeError
 from mindfile.files.lines import LineSpec
@@ -36,8 +37,8 @@ from mindfile.retrieve.search import (
     SearchResults,
     run_search,
 )
-from mindfile.storage import erase, log
 from mindfile.storage.db import Database, utcnow
+from mindfile.storage.meta import DIMS_KEY, MODEL_KEY
 from mindfile.storage.migrations import apply_migrations, check_migrations
 from mindfile.storage.stores import sqlite_stores
 from mindfile.tokens import TokenCounter, estimate_tokens, message_tokens
@@ -54,7 +55,7 @@ from mindfile.types import (
 from mindfile.vector import VectorIndex, choose_index, make_index
 
 if TYPE_CHECKING:
-    from mindfile.scheduler import SqliteSchedulerStore
+    from mindfile.storage.schedules import SqliteSchedulerStore
 
 logger = logging.getLogger("mindfile")
 
@@ -219,12 +220,15 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         self._last_error: str | None = None
         #: The latest events of active sessions, kept in process (mindfile.context.cache).
         self.working_memory = _ctx.WorkingMemory()
+        #: Catches the indexes up once a bulk write pauses (mindfile._follow).
+        self._follower = IdleFollower(self._follow_indexes)
 
     # -- lifecycle ----------------------------------------------------------------------
 
     def _bind_embedder(self, spec: str | Embedder | None) -> Embedder:
         """Record the store's model on first open; refuse a different one later."""
-        stored: dict[str, str] = dict(self.db.query("SELECT key, value FROM store_meta"))
+        meta = self.stores.meta
+        stored = meta.get_many((MODEL_KEY, DIMS_KEY))
         model_id, dims = stored.get("embedding_model"), stored.get("embedding_dims")
         if spec is None and model_id is not None:
             found = embedder_for_model_id(model_id)
@@ -240,16 +244,9 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         if model_id is None and self.read_only:
             return embedder  # nothing stored yet, and nothing may be recorded
         if model_id is None:
-            with self.db.atomic():
-                self.db.executemany(
-                    "INSERT OR IGNORE INTO store_meta (key, value) VALUES (?, ?)",
-                    [
-                        ("embedding_model", embedder.model_id),
-                        ("embedding_dims", str(embedder.dimensions)),
-                    ],
-                )
-            stored = dict(self.db.query("SELECT key, value FROM store_meta"))
-            model_id, dims = stored["embedding_model"], stored["embedding_dims"]
+            meta.set_default({MODEL_KEY: embedder.model_id, DIMS_KEY: str(embedder.dimensions)})
+            stored = meta.get_many((MODEL_KEY, DIMS_KEY))
+            model_id, dims = stored[MODEL_KEY], stored[DIMS_KEY]
         if model_id != embedder.model_id or int(dims or 0) != embedder.dimensions:
             raise ConfigError(
                 f"this store's vectors were made with {model_id!r} ({dims} dims), not "
@@ -264,14 +261,12 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         local = getattr(self.embedder, "local", False) is True
         choice = self._cache_choice
         enabled = (not local if choice is None else choice) and not self.read_only
-        return EmbeddingCache(self.db, enabled=enabled, max_entries=max_entries)
+        return EmbeddingCache(self.stores.embedding_cache, enabled=enabled, max_entries=max_entries)
 
     def _switch_embedder(self, embedder: Embedder, *, owned: bool = False) -> None:
         """Switch this engine to ``embedder`` after the store's model was changed to it
         (:meth:`reembed` does this); rebuilds the vector index for its dimensions."""
-        if self.db.scalar("SELECT value FROM store_meta WHERE key = 'embedding_model'") != (
-            embedder.model_id
-        ):
+        if self.stores.meta.get(MODEL_KEY) != embedder.model_id:
             raise ConfigError("the store's model is not this embedder's; use reembed()")
         old = self.index
         if self._owns_embedder:
@@ -291,7 +286,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         version = self.db.data_version()
         if version == self._model_version:
             return
-        stored = self.db.scalar("SELECT value FROM store_meta WHERE key = 'embedding_model'")
+        stored = self.stores.meta.get(MODEL_KEY)
         if stored is not None and stored != self.embedder.model_id:
             raise ConfigError(
                 f"this store was re-embedded with {stored!r} by another process; reopen it "
@@ -319,6 +314,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
     def close(self) -> None:
         """Release the database connection and the in-memory index."""
         if not self.db.closed:
+            self._follower.close(timeout=0.0 if self.db.held_by_me() else 30.0)
             if not self.read_only:
                 self._purge_if_pending()
             self.index.close()
@@ -330,8 +326,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
 
     def _purge_if_pending(self) -> None:
         try:
-            if erase.purge_pending(self.db):
-                erase.purge(self.db)
+            if self.stores.privacy.purge_pending():
+                self.stores.privacy.purge()
                 if self.lexical is not None:
                     self.lexical.purge()
         except MindfileError as exc:  # e.g. another process holds the write lock
@@ -459,8 +455,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         )
         now = utcnow()
         with self.db.atomic():
-            added = log.write_events(
-                self.db,
+            added = self.stores.sessions.write_events(
                 events,
                 vectors,
                 self.embedder.model_id,
@@ -472,13 +467,23 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             )
             # Quotas: evict or fail inside this transaction (docs/memory-management.md).
             _quota.enforce_quotas(
-                self.db,
+                self,
                 [e.session_id for e in events],
                 [(e.session_id, e.sequence) for e in events],
                 now,
             )
         self.working_memory.note_write(events, now)
+        self._follower.wrote(added)
         return added
+
+    def _follow_indexes(self) -> None:
+        """After a bulk write and a pause: catch the vector index up (publishing its
+        generation when the delta is large) and start the BM25 index's background build."""
+        if self.db.closed:
+            return
+        self.index.size()
+        if self.lexical is not None:
+            self.lexical.warm()
 
     def recall(
         self, session_id: str, limit: int | None = None, *, user_id: str | None = None
@@ -493,17 +498,16 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
             raise InvalidInputError("limit must be an integer or None")
         if limit is not None and limit < 0:
             raise InvalidInputError("limit must not be negative")
-        return log.load_events(self.db, session_id, limit)
+        return self.stores.events.recent(session_id, limit)
 
     def forget(self, session_id: str) -> bool:
         """Delete a session and everything derived from it; True if it existed."""
         check_id(session_id, "session_id")
+        privacy = self.stores.privacy
         with self.db.atomic():
-            existed = log.delete_session(self.db, session_id)
+            existed = privacy.delete_session(session_id)
             if session_id.startswith("facts:"):  # the facts themselves, not only chunks
-                existed = (
-                    erase.erase_facts_scope(self.db, session_id[len("facts:") :]) > 0 or existed
-                )
+                existed = privacy.erase_facts_scope(session_id[len("facts:") :]) > 0 or existed
         self.working_memory.invalidate(session_id)
         return existed
 
@@ -518,12 +522,13 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         Returns how many rows of each kind were deleted.
         """
         check_id(user_id, "user_id")
+        privacy = self.stores.privacy
         with self.db.atomic():
-            sessions = [str(r[0]) for r in self.db.query(erase.USER_SESSIONS, (user_id,))]
-            counts = erase.erase_user(self.db, user_id)
+            sessions = privacy.user_sessions(user_id)
+            counts = privacy.erase_user(user_id)
         for session_id in sessions:
             self.working_memory.invalidate(session_id)
-        counts["cached_vectors"] = erase.purge(self.db)
+        counts["cached_vectors"] = privacy.purge()
         self._purge_derived()
         return counts
 
@@ -535,7 +540,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         on :meth:`close` after any delete; its cost grows with the index
         (benchmarks/README.md).
         """
-        erase.purge(self.db)
+        self.stores.privacy.purge()
         self._purge_derived()
 
     def _purge_derived(self) -> None:
@@ -616,7 +621,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         for value, what in ((user_id, "user_id"), (channel, "channel")):
             if value is not None:
                 check_id(value, what)
-        return log.list_sessions(self.db, user_id=user_id, channel=channel)
+        return self.stores.sessions.list_sessions(user_id=user_id, channel=channel)
 
     def check_owner(self, session_id: str, user_id: str | None) -> None:
         """:class:`ScopeError` when ``user_id`` is given and the session is another
@@ -625,7 +630,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         if user_id is None:
             return
         check_id(user_id, "user_id")
-        scope = log.session_scope(self.db, session_id)
+        scope = self.stores.sessions.scope(session_id)
         owner = None if scope is None else scope[0]
         if owner is not None and owner != user_id:
             raise ScopeError(
@@ -761,14 +766,14 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
     def schedules(self) -> SqliteSchedulerStore:
         """The scheduler store on this file (see :mod:`mindfile.scheduler`)."""
         if self._schedules is None:
-            from mindfile.scheduler import SqliteSchedulerStore
+            from mindfile.storage.schedules import SqliteSchedulerStore
 
             self._schedules = SqliteSchedulerStore(self.db)
         return self._schedules
 
     def info(self) -> StoreInfo:
         """Schema version, counts, the embedding model and the index."""
-        counts = log.count_rows(self.db)
+        counts = self.stores.integrity.row_counts()
         size = 0
         if not self.db.in_memory:
             for suffix in ("", "-wal"):
@@ -793,5 +798,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
                 "lexical_index": "fts5" if self.lexical is None else self.lexical.state(),
                 # the shared BM25 base on disk: documents, generation, this process's delta
                 "lexical": None if self.lexical is None else self.lexical.stats(),
+                # the vector index: its shared part on disk (if any) and this process's
+                "vector": self.index.stats(),
             },
         )

@@ -176,7 +176,7 @@ def test_salience_uses_the_effective_decayed_importance(tmem: mindfile.Mindfile)
     tmem.store("old", 1, user(PEANUTS), agent_identity="bot")
     set_chunk(tmem, PEANUTS, importance=0.9)
     assert memories(build(tmem, agent_identity="bot")) == [PEANUTS]
-    set_decay_policy(tmem.db, 3600.0, 0.0)
+    set_decay_policy(tmem, 3600.0, 0.0)
     later = datetime.now(UTC) + timedelta(days=1)
     assert memories(build(tmem, agent_identity="bot", now=later)) == []
     set_chunk(tmem, PEANUTS, pinned=1)  # pinned: always 1.0

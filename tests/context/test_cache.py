@@ -152,11 +152,11 @@ def test_capacity_eviction_and_bypass(mem: mindfile.Mindfile) -> None:
     cache = WorkingMemory(capacity=5, max_sessions=2)
     for s in ("a", "b", "c"):
         fill(mem, 8, s)
-        assert [r.sequence for r in cache.recent(mem.db, s, 5)] == [4, 5, 6, 7, 8]
+        assert [r.sequence for r in cache.recent(mem.stores.events, s, 5)] == [4, 5, 6, 7, 8]
     assert cache.stats().sessions == 2  # "a" was evicted
-    assert [r.sequence for r in cache.recent(mem.db, "a", 7)] == [2, 3, 4, 5, 6, 7, 8]
+    assert [r.sequence for r in cache.recent(mem.stores.events, "a", 7)] == [2, 3, 4, 5, 6, 7, 8]
     assert cache.stats().bypassed == 1
-    assert cache.recent(mem.db, "a", 0) == []
+    assert cache.recent(mem.stores.events, "a", 0) == []
     stats = cache.stats()
     assert stats.to_dict()["capacity"] == 5
     cache.invalidate()
@@ -166,9 +166,9 @@ def test_capacity_eviction_and_bypass(mem: mindfile.Mindfile) -> None:
 def test_the_deque_keeps_only_the_newest(mem: mindfile.Mindfile) -> None:
     cache = WorkingMemory(capacity=3)
     fill(mem, 2)
-    assert len(cache.recent(mem.db, "chat", 3)) == 2
+    assert len(cache.recent(mem.stores.events, "chat", 3)) == 2
     mem.store_many([("chat", i, user(f"message {i}")) for i in range(3, 9)])
-    assert [r.sequence for r in cache.recent(mem.db, "chat", 3)] == [6, 7, 8]
+    assert [r.sequence for r in cache.recent(mem.stores.events, "chat", 3)] == [6, 7, 8]
 
 
 @pytest.mark.parametrize("kwargs", [{"capacity": 0}, {"capacity": True}, {"max_sessions": 0}])

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import mindfile
+from mindfile._follow import IdleFollower
 from mindfile.errors import ConflictError, MindfileError, NotFoundError
 
 WORDS = (
@@ -188,6 +189,17 @@ def run_stress(
     mem.store_many([("seed", i, _text(random.Random(i), 30)) for i in range(1, 41)])
     report = StressReport(seconds=seconds)
     lock = threading.Lock()
+
+    def follow() -> None:
+        try:
+            mem._follow_indexes()
+        except Exception:  # the engine would only log it: here it is a failure
+            with lock:
+                report.failures.append(f"idle follower: {traceback.format_exc()}")
+
+    # The engine's own background thread too: its idle follower catching the indexes up
+    # after every short pause in writing (mindfile._follow), not only after bulk writes.
+    mem._follower = IdleFollower(follow, idle=0.005, min_chunks=1)
     last_progress = [time.monotonic()]
     stop = threading.Event()
 
@@ -236,6 +248,7 @@ def run_stress(
     finally:
         sys.setswitchinterval(old)
     report.seconds = time.monotonic() - started
+    report.ops["(idle follower runs)"] = mem._follower.runs
     if report.stalled is None:
         mem.close()  # a deadlocked engine cannot be closed: leave it to the process exit
     return report

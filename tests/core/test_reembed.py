@@ -14,7 +14,7 @@ from click.testing import CliRunner
 import mindfile
 from mindfile.cli.main import cli
 from mindfile.errors import ConfigError, ConflictError
-from mindfile.index import reembed as reembed_module
+from mindfile.storage import models as storage_models
 
 from ._support import CountingEmbedder
 
@@ -83,13 +83,13 @@ def test_searches_and_writes_keep_working_meanwhile(
 
         # A write between the last staged batch and the switch: its chunk was not
         # staged, so the switch queues it (and a sync store embeds it right after).
-        original = reembed_module.models.switch_model
+        original = storage_models.switch_model
 
         def late_write_then_switch(db: object, model_id: str, dims: int) -> list[int]:
             mem.store("chat", 1001, "written just before the switch")
             return original(db, model_id, dims)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(reembed_module.models, "switch_model", late_write_then_switch)
+        monkeypatch.setattr(storage_models, "switch_model", late_write_then_switch)
         report = mem.reembed("hash:64", batch_size=10, progress=progress)
         assert seen and "topic3" in seen[0]
         assert report.queued == 1  # the late one; the mid-way write was staged

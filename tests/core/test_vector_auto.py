@@ -38,3 +38,25 @@ def test_large_stores_switch_to_zvec_with_the_same_answers(
         assert got == exact
     with mindfile.open(path, read_only=True) as mem:  # zvec needs a writable store
         assert mem.info().vector_index == "exact"
+
+
+def test_info_reports_where_the_vector_index_lives(tmp_path: Path) -> None:
+    """info().extra["vector"]: the shared generation and this process's delta (exact on
+    a file), the heap (in memory), the store's table (sqlite-vec)."""
+    path = tmp_path / "m.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        mem.store_many([("s", i, f"note {i} about the lake") for i in range(1, 31)])
+        mem.search("lake")
+        before = mem.info().extra["vector"]
+        assert before["persisted"] is False and before["delta"] == 30
+        assert mem.index.merge(full=True)  # type: ignore[attr-defined]
+        mem.search("lake")
+        after = mem.info().extra["vector"]
+        assert after["persisted"] is True and after["base_count"] == 30
+        assert after["delta"] == 0 and after["folder"].endswith("m.db.index/exact")
+    with mindfile.open(":memory:", embedder="hash") as mem:
+        mem.store("s", 1, "hello")
+        mem.search("hello")
+        assert mem.info().extra["vector"] == {"persisted": False, "vectors": 1, "codes": False}
+    with mindfile.open(tmp_path / "v.db", embedder="hash", vector_index="sqlite-vec") as mem:
+        assert mem.info().extra["vector"]["persisted"] is True

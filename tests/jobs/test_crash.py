@@ -85,8 +85,8 @@ def test_jobs_of_unverifiable_holders_wait_for_the_lease(db_path: Path) -> None:
     policy = JobPolicy(lease_seconds=30)
     with open_store(db_path) as mem:
         mem.store_many(messages(2))
-        claim(mem.db, now=clock(), limit=1, worker="elsewhere:1:1:1", policy=policy)
-        claim(mem.db, now=clock(), limit=1, worker="my-worker", policy=policy)
+        claim(mem.stores.jobs, now=clock(), limit=1, worker="elsewhere:1:1:1", policy=policy)
+        claim(mem.stores.jobs, now=clock(), limit=1, worker="my-worker", policy=policy)
         assert reconcile(mem, repair=False, clock=clock).abandoned_jobs == 0
         assert mem.run_jobs(policy=policy, clock=clock).recovered == 0
         clock.advance(31)
@@ -100,7 +100,7 @@ def test_jobs_of_a_live_worker_are_left_alone(db_path: Path) -> None:
     with open_store(db_path) as mem:
         mem.store_many(messages(2))
         # This very process holds the lease (a worker thread in the middle of a batch).
-        claim(mem.db, now=clock(), limit=1, worker=default_worker_id(), policy=policy)
+        claim(mem.stores.jobs, now=clock(), limit=1, worker=default_worker_id(), policy=policy)
         assert reconcile(mem, repair=True, clock=clock).abandoned_jobs == 0
         assert len(mem.list_jobs(status="running")) == 1
 
@@ -111,7 +111,10 @@ def test_workers_that_keep_dying_dead_letter_the_job(db_path: Path) -> None:
     with open_store(db_path) as mem:
         mem.store("s1", 1, "a chunk that kills workers")
         for _ in range(2):  # claim and "die" twice
-            assert len(claim(mem.db, now=clock(), limit=8, worker="w", policy=policy).jobs) == 1
+            assert (
+                len(claim(mem.stores.jobs, now=clock(), limit=8, worker="w", policy=policy).jobs)
+                == 1
+            )
             clock.advance(11)
         report = mem.run_jobs(policy=policy, clock=clock)
         assert (report.recovered, report.dead_lettered, report.claimed) == (1, 1, 0)
@@ -149,11 +152,11 @@ def test_a_lost_lease_discards_the_result(db_path: Path) -> None:
     clock = FakeClock()
     with open_store(db_path) as mem:
         mem.store("s1", 1, "slow chunk")
-        slow = claim(mem.db, now=clock(), limit=8, worker="slow", policy=policy)
+        slow = claim(mem.stores.jobs, now=clock(), limit=8, worker="slow", policy=policy)
         clock.advance(6)  # the slow worker's lease runs out; another worker takes over
         assert mem.run_jobs(policy=policy, clock=clock).succeeded == 1
         from mindfile.jobs.queue import complete
 
         vectors = mem.embedder.embed_documents([j.text for j in slow.jobs])
-        assert complete(mem.db, slow, vectors, mem.embedder.model_id, clock()) == (0, 1)
+        assert complete(mem.stores.jobs, slow, vectors, mem.embedder.model_id, clock()) == (0, 1)
         assert count(mem, "chunks_vec") == 1

@@ -41,7 +41,7 @@ def test_scope_of_a_session(mem: mindfile.Mindfile) -> None:
     assert mem.quota_scope("never-seen") == "session:never-seen"
     assert scope_for("memory:", None) == "session:memory:"
     # The SQL twin agrees with the Python rule for every stored session.
-    from mindfile.manage.quota import scope_sql
+    from mindfile.storage.quotas import scope_sql
 
     rows = mem.db.query(f"SELECT session_id, agent_identity, {scope_sql()} FROM sessions")
     assert all(scope_for(sid, agent) == scope for sid, agent, scope in rows)
@@ -293,7 +293,7 @@ def test_eviction_compares_decayed_importance(mem: mindfile.Mindfile) -> None:
 
 def test_the_sql_decay_matches_the_python_formula(mem: mindfile.Mindfile) -> None:
     from mindfile.manage.importance import decayed
-    from mindfile.manage.quota import DECAYED_IMPORTANCE
+    from mindfile.storage.quotas import DECAYED_IMPORTANCE
 
     store(mem, "c1", 1, "x", importance=0.8)
     now = datetime.now(UTC)

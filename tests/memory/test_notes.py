@@ -216,7 +216,7 @@ def test_update_is_atomic_when_the_write_fails_after_the_delete(
         assert mem.db.scalar("SELECT count(*) FROM chunks") == 0
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr("mindfile.memory.notes.log.write_event", broken_write)
+    monkeypatch.setattr("mindfile.storage.log.write_event", broken_write)
     with pytest.raises(RuntimeError):
         mem.update_note(NS, "n", content="new text")
     assert snapshot(mem) == before

@@ -58,22 +58,22 @@ class JobsAPI(Facet):
 
         _check_clock(clock)
         return (
-            queue_status(self._mindfile.db)
+            queue_status(self._mindfile.stores.jobs)
             if clock is None
-            else queue_status(self._mindfile.db, clock)
+            else queue_status(self._mindfile.stores.jobs, clock)
         )
 
     def list_jobs(self, *, status: str | None = None, limit: int = 50) -> list[JobInfo]:
         """Jobs in id order (``status``: pending, running, done or failed)."""
         from mindfile.jobs import list_jobs
 
-        return list_jobs(self._mindfile.db, status, limit)
+        return list_jobs(self._mindfile.stores.jobs, status, limit)
 
     def retry_failed_jobs(self) -> int:
         """Re-queue every dead-lettered job with its retries reset; returns how many."""
         from mindfile.jobs import queue
 
-        return queue.retry_failed(self._mindfile.db, queue.utc_clock())
+        return queue.retry_failed(self._mindfile.stores.jobs, queue.utc_clock())
 
     def prune_jobs(self, *, older_than_seconds: float = 86_400.0) -> int:
         """Delete ``done`` jobs finished more than ``older_than_seconds`` ago."""
@@ -89,7 +89,7 @@ class JobsAPI(Facet):
                 f"older_than_seconds must be a number from 0 to {MAX_AGE_SECONDS:.0e}"
             )
         before = queue.utc_clock() - timedelta(seconds=max(0.0, float(older_than_seconds)))
-        return queue.prune_done(self._mindfile.db, before)
+        return queue.prune_done(self._mindfile.stores.jobs, before)
 
     def reconcile(self, *, repair: bool = True) -> ReconcileReport:
         """Find chunk/vector/index mismatches and, with ``repair``, fix them."""

@@ -57,15 +57,15 @@ class ManageAPI(Facet):
         self, *, half_life: float | timedelta | None, floor: float = 0.0
     ) -> _mt.DecayPolicy:
         """Importance halves every ``half_life`` unused; the sweep drops items below ``floor``."""
-        return _expiry.set_decay_policy(self._mindfile.db, half_life, floor)
+        return _expiry.set_decay_policy(self._mindfile, half_life, floor)
 
     def get_decay_policy(self) -> _mt.DecayPolicy:
         """The store's decay policy (no decay by default)."""
-        return _expiry.get_decay_policy(self._mindfile.db)
+        return _expiry.get_decay_policy(self._mindfile)
 
     def sweep_expired(self, now: datetime | str | None = None) -> _mt.SweepResult:
         """Delete expired and decayed-below-floor chunks, and events left without any."""
-        result = _expiry.sweep_expired(self._mindfile.db, now)
+        result = _expiry.sweep_expired(self._mindfile, now)
         return result
 
     def set_quota(
@@ -78,28 +78,28 @@ class ManageAPI(Facet):
     ) -> _mt.Quota:
         """Limit a scope (``agent:{id}``, ``user:{id}``, ``session:{id}``); see the docs."""
         return _quota.set_quota(
-            self._mindfile.db, scope, max_items=max_items, max_bytes=max_bytes, policy=policy
+            self._mindfile, scope, max_items=max_items, max_bytes=max_bytes, policy=policy
         )
 
     def get_quota(self, scope: str) -> _mt.Quota | None:
         """A scope's quota, or None."""
-        return _quota.get_quota(self._mindfile.db, scope)
+        return _quota.get_quota(self._mindfile, scope)
 
     def list_quotas(self) -> list[_mt.Quota]:
         """Every quota, by scope."""
-        return _quota.list_quotas(self._mindfile.db)
+        return _quota.list_quotas(self._mindfile)
 
     def remove_quota(self, scope: str) -> bool:
         """Remove a scope's quota; True if it had one."""
-        return _quota.remove_quota(self._mindfile.db, scope)
+        return _quota.remove_quota(self._mindfile, scope)
 
     def quota_usage(self, scope: str) -> _mt.QuotaUsage:
         """A scope's items and bytes as counted against its quota."""
-        return _quota.quota_usage(self._mindfile.db, scope)
+        return _quota.quota_usage(self._mindfile, scope)
 
     def quota_scope(self, session_id: str) -> str:
         """The scope a session's items count against."""
-        return _quota.session_scope(self._mindfile.db, session_id)
+        return _quota.session_scope(self._mindfile, session_id)
 
     def consolidate(
         self,
@@ -130,4 +130,4 @@ class ManageAPI(Facet):
 
     def provenance(self, chunk_id: str) -> list[_mt.ConsolidationRecord]:
         """What consolidation folded into a chunk (merges, summaries), oldest first."""
-        return _consolidate.provenance(self._mindfile.db, chunk_id)
+        return _consolidate.provenance(self._mindfile, chunk_id)

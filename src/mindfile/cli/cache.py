@@ -84,7 +84,7 @@ def reembed(
     where it stopped when started again (docs/embedding-cache.md).
     """
     with run(as_json), _open(db_path, old_spec) as mem:
-        total = int(mem.db.scalar("SELECT count(*) FROM chunks"))
+        total = mem.stores.integrity.chunk_count()
         if as_json or not sys.stderr.isatty():
             report = mem.reembed(new_spec, batch_size=batch_size)
         else:

@@ -24,7 +24,6 @@ from mindfile.errors import ConflictError, InvalidInputError, NotFoundError, Sco
 from mindfile.index.extract import extract_role, extract_text
 from mindfile.index.pipeline import check_id
 from mindfile.retrieve.search import SearchResults
-from mindfile.storage import log
 from mindfile.types import FusionMode, MemoryRecord, SearchMode, SessionInfo, StoreInfo
 
 __all__ = ["cli", "main"]
@@ -77,7 +76,7 @@ def _store(db_path: str, embedder: str | None = None, *, create: bool = True) ->
 
 
 def _session_exists(mem: Mindfile, session_id: str) -> bool:
-    return mem.db.scalar("SELECT 1 FROM sessions WHERE session_id = ?", (session_id,)) is not None
+    return mem.stores.sessions.exists(session_id)
 
 
 def _require_session(mem: Mindfile, session_id: str) -> None:
@@ -88,7 +87,7 @@ def _require_session(mem: Mindfile, session_id: str) -> None:
 
 def _next_sequence(mem: Mindfile, session_id: str) -> int:
     # Above the session's high-water mark: deleted events' sequences are never reused.
-    return log.next_sequence(mem.db, session_id)
+    return mem.stores.sessions.next_sequence(session_id)
 
 
 def _preview(text: str, limit: int = PREVIEW_CHARS) -> str:

@@ -45,7 +45,7 @@ from mindfile.tokens import TokenCounter, estimate_tokens, message_tokens
 from mindfile.types import MemoryRecord
 
 if TYPE_CHECKING:
-    from mindfile.engine import Mindfile
+    from mindfile._deps import ContextDeps
 
 __all__ = ["TOKENS_PER_MEMORY", "build_context"]
 
@@ -54,7 +54,7 @@ TOKENS_PER_MEMORY = 25
 
 
 def build_context(
-    engine: Mindfile,
+    engine: ContextDeps,
     session_id: str,
     query: str,
     *,
@@ -89,7 +89,7 @@ def build_context(
     )
     state = read_summary_state(engine, session_id)
     upper = state.upper_sequence if state is not None else -1
-    tail = engine.working_memory.recent(engine.db, session_id, cfg.recent_turns)
+    tail = engine.working_memory.recent(engine.stores.events, session_id, cfg.recent_turns)
     recent = [r for r in tail if r.sequence > upper]
     query_vec, degraded = _query_vector(engine, query, query_embedding)
     scope = resolve_scope(
@@ -195,7 +195,7 @@ def _reserve(
 
 
 def _query_vector(
-    engine: Mindfile, query: str, given: Sequence[float] | None
+    engine: ContextDeps, query: str, given: Sequence[float] | None
 ) -> tuple[Vector | None, str | None]:
     dims = engine.embedder.dimensions
     if given is not None:
@@ -222,7 +222,7 @@ def _query_vector(
 
 
 def _rank_memories(
-    engine: Mindfile,
+    engine: ContextDeps,
     scope: Scope,
     query: str,
     query_vec: Vector | None,

@@ -33,59 +33,27 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mindfile.context.types import CacheStats
 from mindfile.errors import ConfigError
 from mindfile.index.pipeline import PreparedEvent
 from mindfile.storage.db import Database
+from mindfile.storage.events import CHECKSUM_PRIME, EventSignature, SqliteEventStore
 from mindfile.types import MemoryRecord
+
+if TYPE_CHECKING:
+    from mindfile.storage.events import EventStore
 
 __all__ = ["DEFAULT_CAPACITY", "DEFAULT_MAX_SESSIONS", "WorkingMemory"]
 
 DEFAULT_CAPACITY = 50
 DEFAULT_MAX_SESSIONS = 256
 
-STAMP = "SELECT total_changes(), data_version FROM pragma_data_version"
-
-SIGNATURE = """
-SELECT count(*), max(sequence), coalesce(sum(sequence % 1000000007), 0),
-       (SELECT created_at FROM conversation_events
-        WHERE session_id = ?1 ORDER BY sequence DESC LIMIT 1)
-FROM conversation_events WHERE session_id = ?1
-"""
-
-# The signature and the newest ``?3`` events above sequence ``?2``, in one statement so
-# both come from the same snapshot (another process may commit between two statements).
-LOAD = """
-WITH sig AS (
-    SELECT count(*) AS n, max(sequence) AS last,
-           coalesce(sum(sequence % 1000000007), 0) AS checksum,
-           (SELECT created_at FROM conversation_events
-            WHERE session_id = ?1 ORDER BY sequence DESC LIMIT 1) AS newest
-    FROM conversation_events WHERE session_id = ?1
-),
-newer AS (
-    SELECT sequence, payload_json, created_at FROM conversation_events
-    WHERE session_id = ?1 AND sequence > ?2 ORDER BY sequence DESC LIMIT ?3
-)
-SELECT sig.n, sig.last, sig.checksum, sig.newest, e.sequence, e.payload_json, e.created_at
-FROM sig LEFT JOIN newer AS e ON 1
-ORDER BY e.sequence
-"""
-
-TAIL = """
-SELECT sequence, payload_json, created_at FROM (
-    SELECT sequence, payload_json, created_at FROM conversation_events
-    WHERE session_id = ? ORDER BY sequence DESC LIMIT ?
-) ORDER BY sequence
-"""
-
 Stamp = tuple[int, int]
-Signature = tuple[int, int | None, int, str | None]
+Signature = EventSignature
 
-#: The checksum's modulus (keeps SQLite's integer ``sum`` from overflowing).
-_PRIME = 1_000_000_007
+_PRIME = CHECKSUM_PRIME
 
 
 @dataclass(slots=True)
@@ -117,23 +85,29 @@ class WorkingMemory:
 
     # -- reading ------------------------------------------------------------------------
 
-    def recent(self, db: Database, session_id: str, n: int) -> list[MemoryRecord]:
-        """The session's last ``n`` events, oldest first (fewer if it has fewer)."""
+    def recent(self, events: EventStore | Database, session_id: str, n: int) -> list[MemoryRecord]:
+        """The session's last ``n`` events, oldest first (fewer if it has fewer).
+
+        ``events`` is the event store (``engine.stores.events``); a database is taken
+        as its SQLite one.
+        """
         if n <= 0:
             return []
+        if isinstance(events, Database):
+            events = SqliteEventStore(events)
         if n > self.capacity:
             with self._lock:
                 self._bypassed += 1
-            return _records(session_id, db.query(TAIL, (session_id, n)))
+            return events.tail(session_id, n)
         # Taken first: anything committed after this point changes the stamp, so an
         # entry stored with it is re-checked on the next read (conservative).
-        stamp = _stamp(db)
+        stamp = events.change_stamp()
         with self._lock:
             entry = self._entries.get(session_id)
             if entry is not None and entry.stamp == stamp:
                 self._hits += 1
                 return self._serve(session_id, entry, n)
-        signature = _signature(db, session_id)
+        signature = events.signature(session_id)
         with self._lock:
             entry = self._entries.get(session_id)
             if entry is not None and entry.signature == signature:
@@ -142,7 +116,7 @@ class WorkingMemory:
                 return self._serve(session_id, entry, n)
             base = None if entry is None else entry.signature
         if base is not None and base[1] is not None and signature[0] > 0:
-            fresh, rows = _load(db, session_id, base[1], self.capacity + 1)
+            fresh, rows = events.newest(session_id, base[1], self.capacity + 1)
             with self._lock:
                 entry = self._entries.get(session_id)
                 if (
@@ -155,7 +129,7 @@ class WorkingMemory:
                     entry.signature, entry.stamp = fresh, stamp
                     self._refreshed += 1
                     return self._serve(session_id, entry, n)
-        fresh, rows = _load(db, session_id, -1, self.capacity)
+        fresh, rows = events.newest(session_id, -1, self.capacity)
         with self._lock:
             entry = _Entry(deque(rows, maxlen=self.capacity), fresh, stamp)
             self._entries[session_id] = entry
@@ -217,37 +191,3 @@ class WorkingMemory:
                 sessions=len(self._entries),
                 capacity=self.capacity,
             )
-
-
-def _stamp(db: Database) -> Stamp:
-    row = db.query_one(STAMP)
-    assert row is not None
-    return int(row[0]), int(row[1])
-
-
-def _signature(db: Database, session_id: str) -> Signature:
-    row = db.query_one(SIGNATURE, (session_id,))
-    assert row is not None
-    return _as_signature(row)
-
-
-def _as_signature(row: tuple[Any, ...]) -> Signature:
-    count, last, checksum, created = row[:4]
-    return (
-        int(count),
-        None if last is None else int(last),
-        int(checksum) % _PRIME,
-        None if created is None else str(created),
-    )
-
-
-def _load(
-    db: Database, session_id: str, after: int, limit: int
-) -> tuple[Signature, list[MemoryRecord]]:
-    """The signature and the newest ``limit`` events above ``after``, one snapshot."""
-    rows = db.query(LOAD, (session_id, after, limit))
-    return _as_signature(rows[0]), _records(session_id, (r[4:] for r in rows if r[4] is not None))
-
-
-def _records(session_id: str, rows: Iterable[tuple[Any, ...]]) -> list[MemoryRecord]:
-    return [MemoryRecord(session_id, int(s), json.loads(p), str(c)) for s, p, c in rows]

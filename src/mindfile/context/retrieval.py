@@ -33,9 +33,9 @@ as ``search``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -44,7 +44,7 @@ from mindfile.context.rerank import Candidate, Leg
 from mindfile.embed import SEED_FUSION_WEIGHTS
 from mindfile.embed.base import Vector
 from mindfile.errors import ScopeError
-from mindfile.manage.expiry import get_decay_policy
+from mindfile.manage.expiry import decay_policy
 from mindfile.manage.importance import effective_importance
 from mindfile.memory.facts import facts_session
 from mindfile.memory.notes import notes_session
@@ -53,93 +53,14 @@ from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.search import DEFAULT_CANDIDATES
 from mindfile.retrieve.temporal import apply_time, time_query
 from mindfile.storage.db import Database
+from mindfile.storage.meta import SqliteMetaStore
+from mindfile.storage.recall import Scope, SqliteRecallStore
 from mindfile.vector.base import VectorIndex
 
 if TYPE_CHECKING:
     from mindfile.retrieve.lexical import Bm25Index
 
 __all__ = ["Scope", "gather_candidates", "resolve_scope"]
-
-SESSION_OF = "SELECT agent_identity, user_id FROM sessions WHERE session_id = ?"
-
-CHUNKS = """
-SELECT c.id, c.chunk_id, c.session_id, c.chunk_text, c.sequence_end, c.metadata_json,
-       c.created_at, c.content_hash, c.importance, c.pinned, v.embedding_blob,
-       coalesce(c.last_accessed_at, c.created_at)
-FROM chunks AS c LEFT JOIN chunks_vec AS v ON v.chunk_rowid = c.id
-WHERE c.id IN (SELECT value FROM json_each(?))
-"""
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """Which chunks a context may recall (see the module docstring)."""
-
-    session_id: str
-    user_id: str | None
-    agent_identity: str | None
-    cross_session: bool
-    namespaces: tuple[str, ...]
-    channel: str | None
-    cutoff: str | None
-    now: str
-    recent_from: int | None
-    include_files: bool = False
-
-    def where(self, *, lookback: bool = True) -> tuple[str, list[Any]]:
-        """A SQL condition on ``chunks AS c`` and its parameters."""
-        cutoff = self.cutoff if lookback else None
-        current = "c.session_id = ?"
-        params: list[Any] = [self.now, self.session_id]
-        if self.recent_from is not None:
-            current += " AND c.sequence_end < ?"
-            params.append(self.recent_from)
-        if cutoff is not None:
-            current += " AND c.created_at >= ?"
-            params.append(cutoff)
-        parts = [f"({current})"]
-        others = self._other_sessions()
-        if others is not None:
-            sessions_sql, sessions_params = others
-            other = f"c.session_id IN ({sessions_sql})"
-            params += sessions_params
-            if cutoff is not None:
-                other += " AND c.created_at >= ?"
-                params.append(cutoff)
-            if self.channel is not None:
-                other += (
-                    " AND (c.session_id IN (SELECT session_id FROM sessions WHERE channel = ?)"
-                    " OR (c.session_id IN (SELECT session_id FROM sessions WHERE channel IS NULL)"
-                    " AND json_extract(c.metadata_json, '$.channel') = ?))"
-                )
-                params += [self.channel, self.channel]
-            parts.append(f"({other})")
-        if self.namespaces:
-            parts.append(f"c.session_id IN ({','.join('?' * len(self.namespaces))})")
-            params += list(self.namespaces)
-        if self.include_files:
-            parts.append("c.file_id IS NOT NULL")
-        alive = "(c.expires_at IS NULL OR c.expires_at > ? OR c.pinned = 1)"
-        sql = f"{alive} AND ({' OR '.join(parts)})"
-        return sql, params
-
-    def _other_sessions(self) -> tuple[str, list[Any]] | None:
-        """SQL selecting the other conversation sessions in scope, or None."""
-        if not self.cross_session:
-            return None
-        sql = "SELECT session_id FROM sessions WHERE session_id != ?"
-        params: list[Any] = [self.session_id]
-        if self.user_id is not None:
-            sql += " AND user_id = ?"
-            params.append(self.user_id)
-        elif self.agent_identity is not None:
-            sql += " AND user_id IS NULL"
-        else:
-            return None  # no user, no agent: nothing to cross into
-        if self.agent_identity is not None:
-            sql += " AND agent_identity = ?"
-            params.append(self.agent_identity)
-        return sql, params
 
 
 def resolve_scope(
@@ -156,8 +77,8 @@ def resolve_scope(
     include_files: bool = False,
 ) -> Scope:
     """The scope for a context of ``session_id`` (its user and agent are looked up)."""
-    row = db.query_one(SESSION_OF, (session_id,))
-    stored_agent, owner = (None, None) if row is None else (row[0], row[1])
+    found = SqliteRecallStore(db).session_owner(session_id)
+    stored_agent, owner = (None, None) if found is None else found
     if user_id is not None and owner is not None and owner != user_id:
         raise ScopeError(f"session {session_id!r} belongs to another user", session_id=session_id)
     user = user_id if user_id is not None else owner
@@ -208,16 +129,11 @@ def gather_candidates(
     legs: dict[int, set[Leg]] = {}
     scores: dict[int, float] = {}
     relevance: dict[int, float] = {}
-    sql, params = scope.where(lookback=False)
+    recall = SqliteRecallStore(db)
     # Stored importance bounds the effective (decayed) one from above, so this is a
     # superset; the exact test runs on the loaded candidates.
-    salient = db.query(
-        f"SELECT c.id FROM chunks AS c WHERE {sql} AND (c.pinned = 1 OR c.importance >= ?) "
-        "ORDER BY c.pinned DESC, c.importance DESC, c.created_at DESC, c.id DESC LIMIT ?",
-        [*params, salience_threshold, salient_pool],
-    )
-    for (rowid,) in salient:
-        legs.setdefault(int(rowid), set()).add("salience")
+    for rowid in recall.salient(scope, salience_threshold, salient_pool):
+        legs.setdefault(rowid, set()).add("salience")
     sql, params = scope.where()
     depth = DEFAULT_CANDIDATES if hybrid_k > 0 else 0
     found = Retriever(db, index, lexical).legs(
@@ -252,9 +168,9 @@ def gather_candidates(
             legs.setdefault(item.rowid, set()).add("hybrid")
     if not legs:
         return []
-    half_life = get_decay_policy(db).half_life_seconds
+    half_life = decay_policy(SqliteMetaStore(db)).half_life_seconds
     out = []
-    for cand in _load(db, legs, scores, relevance, query_vec, scope.now, half_life):
+    for cand in _load(recall, legs, scores, relevance, query_vec, scope.now, half_life):
         if "salience" in cand.legs and not (cand.pinned or cand.importance >= salience_threshold):
             rest = cand.legs - {"salience"}
             if not rest:
@@ -265,7 +181,7 @@ def gather_candidates(
 
 
 def _load(
-    db: Database,
+    recall: SqliteRecallStore,
     legs: dict[int, set[Leg]],
     scores: dict[int, float],
     relevance: dict[int, float],
@@ -274,37 +190,36 @@ def _load(
     half_life: float | None,
 ) -> list[Candidate]:
     out = []
-    for row in db.query(CHUNKS, (json.dumps(sorted(legs)),)):
-        rowid, chunk_id, session_id, text, seq_end, meta, created = row[:7]
-        chash, stored_importance, pinned, blob, last_used = row[7:]
-        vector = _vector(blob)
-        sim = scores.get(int(rowid))
+    for row in recall.candidates(list(legs)):
+        rowid, pinned = row.rowid, row.pinned
+        vector = _vector(row.vector)
+        sim = scores.get(rowid)
         if sim is None:
             sim = 0.0 if vector is None or query_vec is None else float(np.dot(vector, query_vec))
         importance = effective_importance(
-            float(stored_importance),
-            pinned=bool(pinned),
-            last_used=str(last_used),
+            row.importance,
+            pinned=pinned,
+            last_used=row.last_used,
             now=now,
             half_life_seconds=half_life,
         )
         out.append(
             Candidate(
-                chunk_id=str(chunk_id),
-                session_id=str(session_id),
-                text=str(text),
+                chunk_id=row.chunk_id,
+                session_id=row.session_id,
+                text=row.text,
                 similarity=sim,
-                created_at=parse_time(str(created)),
+                created_at=parse_time(row.created_at),
                 importance=importance,
-                pinned=bool(pinned),
-                content_hash=str(chash),
-                legs=frozenset(legs[int(rowid)]),
-                sequence_end=int(seq_end),
-                metadata=json.loads(meta),
+                pinned=pinned,
+                content_hash=row.content_hash,
+                legs=frozenset(legs[rowid]),
+                sequence_end=row.sequence_end,
+                metadata=json.loads(row.metadata_json),
                 vector=vector,
                 # With the hybrid leg on, every candidate is ranked on its scale (one
                 # found by salience alone has no fused score: 0).
-                relevance=relevance.get(int(rowid), 0.0) if relevance else None,
+                relevance=relevance.get(rowid, 0.0) if relevance else None,
             )
         )
     return out

@@ -30,22 +30,32 @@ import numpy as np
 from mindfile.embed.base import Embedder, Vectors, check_vectors
 from mindfile.errors import ConfigError, InvalidInputError
 from mindfile.index.chunking import content_hash
-from mindfile.storage import embedding_cache as sql
 from mindfile.storage.db import Database, utcnow
+from mindfile.storage.embedding_cache import EmbeddingCacheStore, SqliteEmbeddingCacheStore
 from mindfile.types import EmbeddingCacheStats
 
 __all__ = ["EmbeddingCache"]
 
 
 class EmbeddingCache:
-    """One store's embedding cache (thread-safe counters; SQL under the db lock)."""
+    """One store's embedding cache (thread-safe counters; rows through its store).
 
-    def __init__(self, db: Database, *, enabled: bool, max_entries: int | None = None) -> None:
+    ``store`` is the embedding-cache store (``engine.stores.embedding_cache``); a
+    database is taken as its SQLite one.
+    """
+
+    def __init__(
+        self,
+        store: EmbeddingCacheStore | Database,
+        *,
+        enabled: bool,
+        max_entries: int | None = None,
+    ) -> None:
         if max_entries is not None and (
             isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1
         ):
             raise ConfigError("embedding_cache_max_entries must be a positive integer or None")
-        self.db = db
+        self.store = SqliteEmbeddingCacheStore(store) if isinstance(store, Database) else store
         self.enabled = enabled
         self.max_entries = max_entries
         self._lock = threading.Lock()
@@ -65,7 +75,7 @@ class EmbeddingCache:
         model = embedder.model_id
         dims = embedder.dimensions
         hashes = [content_hash(t) for t in texts]
-        found = sql.lookup(self.db, model, hashes)
+        found = self.store.lookup(model, hashes)
         cached: dict[str, np.ndarray] = {}
         for h, blob in found.items():
             if len(blob) != dims * 4:
@@ -81,17 +91,15 @@ class EmbeddingCache:
                 out[i] = cached[h]
         if fresh is not None:
             out[missing] = fresh
-        now = utcnow()
-        with self.db.atomic():
-            sql.touch(self.db, model, list(cached), now)
-            if fresh is not None:
-                blobs = [
-                    (hashes[i], np.asarray(v, dtype="<f4").tobytes())
-                    for i, v in zip(missing, fresh, strict=True)
-                ]
-                sql.put(self.db, model, blobs, now)
-                if self.max_entries is not None:
-                    sql.evict_lru(self.db, self.max_entries)
+        blobs = (
+            []
+            if fresh is None
+            else [
+                (hashes[i], np.asarray(v, dtype="<f4").tobytes())
+                for i, v in zip(missing, fresh, strict=True)
+            ]
+        )
+        self.store.record(model, list(cached), blobs, utcnow(), self.max_entries)
         with self._lock:
             self._hits += len(texts) - len(missing)
             self._misses += len(missing)
@@ -111,18 +119,18 @@ class EmbeddingCache:
 
     def stats(self) -> EmbeddingCacheStats:
         """Table size by model, and this process's hits and misses."""
-        rows = sql.summary(self.db)
+        rows = self.store.summary()
         with self._lock:
             hits, misses = self._hits, self._misses
         return EmbeddingCacheStats(
             enabled=self.enabled,
-            entries=sum(int(r[1]) for r in rows),
-            bytes=sum(int(r[2]) for r in rows),
-            models={str(r[0]): int(r[1]) for r in rows},
+            entries=sum(r.entries for r in rows),
+            bytes=sum(r.bytes for r in rows),
+            models={r.model_id: r.entries for r in rows},
             hits=hits,
             misses=misses,
             max_entries=self.max_entries,
-            oldest_used_at=min((str(r[3]) for r in rows), default=None),
+            oldest_used_at=min((str(r.oldest_used_at) for r in rows), default=None),
         )
 
     def prune(
@@ -144,5 +152,4 @@ class EmbeddingCache:
             since = (datetime.now(UTC) - timedelta(seconds=seconds)).isoformat(
                 timespec="microseconds"
             )
-        with self.db.atomic():
-            return sql.prune(self.db, unused_since=since, everything=everything)
+        return self.store.prune(unused_since=since, everything=everything)

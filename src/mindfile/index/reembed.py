@@ -33,11 +33,10 @@ from mindfile.index.chunking import content_hash
 from mindfile.index.embedding import prepare_vectors
 from mindfile.jobs import queue
 from mindfile.jobs.owner import default_worker_id, owner_gone
-from mindfile.storage import embedding_cache, models
 from mindfile.types import _ToDict
 
 if TYPE_CHECKING:
-    from mindfile.engine import Mindfile
+    from mindfile._deps import ReembedDeps
 
 __all__ = ["ReembedReport", "reembed"]
 
@@ -65,7 +64,7 @@ class ReembedReport(_ToDict):
 
 
 def reembed(
-    engine: Mindfile,
+    engine: ReembedDeps,
     new: str | Embedder,
     *,
     batch_size: int = 256,
@@ -81,29 +80,27 @@ def reembed(
     if progress is not None and not callable(progress):
         raise InvalidInputError("progress must be callable")
     embedder = resolve_embedder(new)
-    db = engine.db
+    db, models = engine.db, engine.stores.models
     started = time.perf_counter()
     old_model = engine.embedder.model_id
     if embedder.model_id == old_model and embedder.dimensions == engine.embedder.dimensions:
-        total = int(db.scalar("SELECT count(*) FROM chunks"))
+        total = engine.stores.integrity.chunk_count()
         return ReembedReport(old_model, old_model, total, 0, 0, 0, 0.0)
     me = default_worker_id()
     _claim(engine, me, embedder.model_id)
     try:
         embedded, reused = _stage(engine, embedder, batch_size, progress)
         with db.atomic():
-            current = models.meta(db, "reembed_owner")
-            if current.get("reembed_owner") != me:
+            if models.reembed_holder()[0] != me:
                 raise ConflictError("another re-embedding took over this one; not switched")
             _backfill_hashes(engine)
-            unstaged = models.switch_model(db, embedder.model_id, embedder.dimensions)
-            queued = queue.enqueue(db, unstaged, queue.utc_clock())
-            total = int(db.scalar("SELECT count(*) FROM chunks"))
-            embedding_cache.drop_model(db, old_model)
+            unstaged = models.switch_model(embedder.model_id, embedder.dimensions)
+            queued = queue.enqueue(engine.stores.jobs, unstaged, queue.utc_clock())
+            total = engine.stores.integrity.chunk_count()
+            engine.stores.embedding_cache.drop_model(old_model)
         engine._switch_embedder(embedder, owned=not isinstance(new, Embedder))
         if not engine.embedding_cache.enabled:
-            with db.atomic():
-                embedding_cache.drop_model(db, embedder.model_id)
+            engine.stores.embedding_cache.drop_model(embedder.model_id)
     except BaseException:
         _release(engine, me)
         raise
@@ -120,39 +117,39 @@ def reembed(
     )
 
 
-def _claim(engine: Mindfile, me: str, target: str) -> None:
-    db = engine.db
-    with db.atomic():
-        held = models.meta(db, "reembed_owner", "reembed_target")
-        owner = held.get("reembed_owner")
+def _claim(engine: ReembedDeps, me: str, target: str) -> None:
+    models = engine.stores.models
+    with engine.db.atomic():
+        owner, target_held = models.reembed_holder()
         if owner is not None and owner != me and not owner_gone(owner):
             raise ConflictError(
-                f"a re-embedding to {held.get('reembed_target')!r} is already running "
+                f"a re-embedding to {target_held!r} is already running "
                 f"({owner}); wait for it, or run this once it has stopped",
                 owner=owner,
             )
-        models.reembed_claim(db, me, target)
+        models.claim_reembed(me, target)
 
 
-def _release(engine: Mindfile, me: str) -> None:
+def _release(engine: ReembedDeps, me: str) -> None:
     db = engine.db
     if db.closed:
         return
+    models = engine.stores.models
     with db.atomic():
-        if models.meta(db, "reembed_owner").get("reembed_owner") == me:
-            models.clear_reembed(db)
+        if models.reembed_holder()[0] == me:
+            models.clear_reembed()
 
 
 def _stage(
-    engine: Mindfile, embedder: Embedder, batch_size: int, progress: Progress | None
+    engine: ReembedDeps, embedder: Embedder, batch_size: int, progress: Progress | None
 ) -> tuple[int, int]:
     """Stage the new vectors of every chunk; returns (embedded, reused)."""
-    db = engine.db
-    total = int(db.scalar("SELECT count(*) FROM chunks"))
-    staging = EmbeddingCache(db, enabled=True)
+    db, models = engine.db, engine.stores.models
+    total = engine.stores.integrity.chunk_count()
+    staging = EmbeddingCache(engine.stores.embedding_cache, enabled=True)
     last, done, embedded = 0, 0, 0
     while True:
-        rows = models.chunk_batch(db, last, batch_size)
+        rows = models.chunk_batch(last, batch_size)
         if not rows:
             break
         last = rows[-1][0]
@@ -160,7 +157,7 @@ def _stage(
         missing = [(content_hash(t), i) for i, t, h in rows if h is None]
         if missing:
             with db.atomic():
-                models.set_text_hashes(db, missing)
+                models.set_text_hashes(missing)
         before = staging.misses
         prepare_vectors(embedder, db, texts, cache=staging)
         embedded += staging.misses - before
@@ -170,8 +167,9 @@ def _stage(
     return embedded, done - embedded
 
 
-def _backfill_hashes(engine: Mindfile) -> None:
+def _backfill_hashes(engine: ReembedDeps) -> None:
     """Chunks written without ``text_hash`` meanwhile (an older Mindfile): hash them."""
-    missing = models.missing_text_hashes(engine.db)
+    models = engine.stores.models
+    missing = models.missing_text_hashes()
     if missing:
-        models.set_text_hashes(engine.db, [(content_hash(t), i) for i, t in missing])
+        models.set_text_hashes([(content_hash(t), i) for i, t in missing])

@@ -50,9 +50,9 @@ def reconcile(
             db.repaired_text = []
         damaged_text = list(dict.fromkeys([*earlier, *(c.label for c in damaged_cells)]))
         now = clock()
-        abandoned = queue.count_abandoned(db, now)
+        abandoned = queue.count_abandoned(engine.stores.jobs, now)
         if repair and abandoned:
-            queue.recover_abandoned(db, now, JobPolicy())
+            queue.recover_abandoned(engine.stores.jobs, now, JobPolicy())
         unembedded = check.unembedded()
         missing = [r for r, status in unembedded if status not in ("pending", "running", "failed")]
         dead = sum(1 for _, status in unembedded if status == "failed")
@@ -64,7 +64,7 @@ def reconcile(
         if repair:
             # Logged as changed: every process's vector index re-reads (drops) these ids.
             check.drop_vectors([*bad, *orphans])
-            enqueued = queue.enqueue(db, [*missing, *bad], now)
+            enqueued = queue.enqueue(engine.stores.jobs, [*missing, *bad], now)
             if fts_rows != chunks:
                 check.rebuild_text_index()
     embedded = 0

@@ -98,7 +98,9 @@ def run_jobs(
     failures_in_row = 0
     while max_jobs is None or tally.claimed < max_jobs:
         limit = batch_size if max_jobs is None else min(batch_size, max_jobs - tally.claimed)
-        batch = queue.claim(engine.db, now=clock(), limit=limit, worker=worker, policy=policy)
+        batch = queue.claim(
+            engine.stores.jobs, now=clock(), limit=limit, worker=worker, policy=policy
+        )
         tally.recovered += batch.recovered
         tally.dead_lettered += batch.recovered_dead
         if not batch.jobs:
@@ -109,7 +111,12 @@ def run_jobs(
             vectors = _embed(engine, [job.text for job in batch.jobs])
         except EmbeddingError as exc:
             retried, dead, discarded = queue.fail(
-                engine.db, batch, exc.message, clock(), policy, rng() if policy.jitter else 0.0
+                engine.stores.jobs,
+                batch,
+                exc.message,
+                clock(),
+                policy,
+                rng() if policy.jitter else 0.0,
             )
             tally.retried += retried
             tally.dead_lettered += dead
@@ -124,11 +131,11 @@ def run_jobs(
         except BaseException:
             # Interrupted (KeyboardInterrupt, SystemExit): hand the jobs back untouched.
             with contextlib.suppress(MindfileError):  # else the lease expires instead
-                queue.release(engine.db, batch, clock())
+                queue.release(engine.stores.jobs, batch, clock())
             raise
         failures_in_row = 0
         succeeded, discarded = queue.complete(
-            engine.db, batch, vectors, engine.embedder.model_id, clock()
+            engine.stores.jobs, batch, vectors, engine.embedder.model_id, clock()
         )
         tally.succeeded += succeeded
         tally.discarded += discarded

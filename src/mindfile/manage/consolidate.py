@@ -41,99 +41,23 @@ import numpy as np
 from mindfile.errors import InvalidInputError
 from mindfile.index.chunking import chunk_text, content_hash
 from mindfile.index.pipeline import MAX_TAGS, check_id, dump_json
-from mindfile.manage._delete import delete_chunks, ids_json
-from mindfile.manage.expiry import alive_clause
 from mindfile.manage.importance import iso, parse_time
-from mindfile.manage.quota import SCOPE_SESSIONS, check_scope
+from mindfile.manage.quota import check_scope
 from mindfile.manage.types import ConsolidationRecord, ConsolidationReport
 from mindfile.memory._write import embed_texts
 from mindfile.memory.summarizer import Condenser, extractive_condenser
-from mindfile.storage.chunks import ChunkRow, chunk_id_for, find_chunk, insert_chunk
-from mindfile.storage.db import Database
+from mindfile.storage.chunks import ChunkRow
+from mindfile.storage.consolidation import ConsolidationRow, SurvivorUpdate
 from mindfile.types import MemoryRecord
 
 if TYPE_CHECKING:
-    from mindfile._deps import WriteDeps
+    from mindfile._deps import StoreDeps, WriteDeps
+    from mindfile.storage.consolidation import ConsolidationStore
 
 __all__ = ["DEFAULT_OLDER_THAN", "DEFAULT_SIMILARITY", "consolidate", "provenance"]
 
 DEFAULT_SIMILARITY = 0.92
 DEFAULT_OLDER_THAN = timedelta(days=7)
-
-_PLAIN = "coalesce(json_extract(c.metadata_json, '$.kind'), '') NOT IN ('note', 'fact', 'summary')"
-_LINKED = "EXISTS (SELECT 1 FROM event_chunks AS l WHERE l.chunk_rowid = c.id)"
-
-MERGE_CANDIDATES = f"""
-SELECT c.id, c.pinned, v.embedding_blob
-FROM chunks AS c JOIN chunks_vec AS v ON v.chunk_rowid = c.id
-WHERE c.session_id = ? AND {_PLAIN} AND {_LINKED}{{alive}}
-ORDER BY c.pinned DESC, c.id
-"""
-
-GROUP_ROWS = """
-SELECT id, chunk_id, chunk_text, sequence_start, sequence_end, importance, pinned,
-       expires_at, access_count, last_accessed_at, metadata_json
-FROM chunks WHERE session_id = ? AND id IN (SELECT value FROM json_each(?))
-"""
-
-UPDATE_SURVIVOR = """
-UPDATE chunks SET sequence_start = ?, sequence_end = ?, importance = ?, pinned = ?,
-    expires_at = ?, access_count = ?, last_accessed_at = ?, metadata_json = ?,
-    consolidated_at = ?
-WHERE id = ?
-"""
-
-RELINK = """
-INSERT OR IGNORE INTO event_chunks (session_id, sequence, chunk_rowid)
-SELECT session_id, sequence, ? FROM event_chunks
-WHERE chunk_rowid IN (SELECT value FROM json_each(?))
-"""
-
-INSERT_RECORD = """
-INSERT INTO consolidations (kind, session_id, chunk_id, sequence_start, sequence_end,
-                            sources_json, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?)
-"""
-
-SPAN_EVENTS = """
-SELECT e.sequence, e.payload_json, e.created_at,
-       EXISTS (SELECT 1 FROM event_chunks AS l JOIN chunks AS c ON c.id = l.chunk_rowid
-               WHERE l.session_id = e.session_id AND l.sequence = e.sequence
-                 AND (c.pinned = 1 OR json_extract(c.metadata_json, '$.kind') = 'summary')),
-       EXISTS (SELECT 1 FROM notes AS n
-               WHERE n.session_id = e.session_id AND n.sequence = e.sequence)
-FROM conversation_events AS e
-WHERE e.session_id = ?{range}
-ORDER BY e.sequence
-"""
-
-# The span's own chunks (not summaries), and whether each holds text of events outside it.
-SPAN_CHUNKS = """
-SELECT c.id, c.importance, c.expires_at,
-       NOT EXISTS (SELECT 1 FROM event_chunks AS o
-                   WHERE o.chunk_rowid = c.id
-                     AND (o.session_id <> ?1 OR o.sequence < ?2 OR o.sequence > ?3))
-FROM chunks AS c
-WHERE c.id IN (SELECT chunk_rowid FROM event_chunks
-               WHERE session_id = ?1 AND sequence BETWEEN ?2 AND ?3)
-  AND coalesce(json_extract(c.metadata_json, '$.kind'), '') <> 'summary'
-ORDER BY c.id
-"""
-
-LINK_SPAN = """
-INSERT OR IGNORE INTO event_chunks (session_id, sequence, chunk_rowid)
-SELECT session_id, sequence, ?3 FROM conversation_events
-WHERE session_id = ?1 AND sequence IN (SELECT value FROM json_each(?2))
-"""
-
-SET_CONSOLIDATED = (
-    "UPDATE chunks SET consolidated_at = ? WHERE id IN (SELECT value FROM json_each(?))"
-)
-
-PROVENANCE = """
-SELECT kind, session_id, chunk_id, sequence_start, sequence_end, sources_json, created_at
-FROM consolidations WHERE chunk_id = ? ORDER BY id
-"""
 
 
 def consolidate(
@@ -167,7 +91,8 @@ def consolidate(
         raise InvalidInputError("condenser must be a callable (records) -> str")
     moment = parse_time(now)
     stamp = iso(moment)
-    sessions = _sessions(engine.db, session_id, scope)
+    store = engine.stores.consolidation
+    sessions = _sessions(store, session_id, scope)
     totals = dict.fromkeys(
         ("groups", "merged", "summaries", "chunks", "events", "dropped", "skipped"), 0
     )
@@ -175,7 +100,7 @@ def consolidate(
     for sid in sessions:
         # Plan outside the write lock (vectors, condenser, embedder), then apply both
         # steps in one transaction: a failure leaves this session untouched.
-        groups = [] if threshold is None else _plan_merge(engine.db, sid, threshold, stamp)
+        groups = [] if threshold is None else _plan_merge(store, sid, threshold, stamp)
         spans = (
             []
             if age is None
@@ -184,7 +109,7 @@ def consolidate(
         if not groups and not spans:
             continue
         with engine.db.atomic():
-            counts = _apply_merge(engine.db, sid, groups, stamp)
+            counts = _apply_merge(store, sid, groups, stamp)
             counts.update(_apply_spans(engine, sid, spans, stamp, drop_originals))
         counts["skipped"] = counts.pop("merge_skipped") + counts.pop("span_skipped")
         for key, value in counts.items():
@@ -202,20 +127,20 @@ def consolidate(
     )
 
 
-def provenance(db: Database, chunk_id: str) -> list[ConsolidationRecord]:
+def provenance(engine: StoreDeps, chunk_id: str) -> list[ConsolidationRecord]:
     """Consolidation records of a surviving or summary chunk, oldest first."""
     check_id(chunk_id, "chunk_id")
     return [
         ConsolidationRecord(
-            kind=kind,
-            session_id=str(sid),
-            chunk_id=str(cid),
-            sequence_start=int(start),
-            sequence_end=int(end),
-            sources=tuple(json.loads(sources)),
-            created_at=str(created),
+            kind="merge" if r.kind == "merge" else "summary",
+            session_id=r.session_id,
+            chunk_id=r.chunk_id,
+            sequence_start=r.sequence_start,
+            sequence_end=r.sequence_end,
+            sources=tuple(json.loads(r.sources_json)),
+            created_at=r.created_at,
         )
-        for kind, sid, cid, start, end, sources, created in db.query(PROVENANCE, (chunk_id,))
+        for r in engine.stores.consolidation.records(chunk_id)
     ]
 
 
@@ -244,38 +169,30 @@ def _older_than(value: Any) -> timedelta | None:
     return timedelta(seconds=seconds)
 
 
-def _sessions(db: Database, session_id: str | None, scope: str | None) -> list[str]:
+def _sessions(store: ConsolidationStore, session_id: str | None, scope: str | None) -> list[str]:
     if session_id is not None:
-        check_id(session_id, "session_id")
-        return [
-            str(r[0])
-            for r in db.query("SELECT session_id FROM sessions WHERE session_id = ?", (session_id,))
-        ]
+        return store.sessions(session_id=check_id(session_id, "session_id"))
     if scope is not None:
-        return [
-            str(r[0])
-            for r in db.query(SCOPE_SESSIONS + " ORDER BY session_id", (check_scope(scope),))
-        ]
-    return [str(r[0]) for r in db.query("SELECT session_id FROM sessions ORDER BY session_id")]
+        return store.sessions(scope=check_scope(scope))
+    return store.sessions()
 
 
 # -- step 1: near-duplicate merge ------------------------------------------------------------
 
 
 def _plan_merge(
-    db: Database, session_id: str, threshold: float, now: str
+    store: ConsolidationStore, session_id: str, threshold: float, now: str
 ) -> list[tuple[int, list[int]]]:
-    alive, params = alive_clause(now)
-    rows = db.query(MERGE_CANDIDATES.format(alive=alive), [session_id, *params])
+    rows = [(c.rowid, c.pinned, c.vector) for c in store.merge_candidates(session_id, now)]
     return plan_groups(rows, threshold)
 
 
 def _apply_merge(
-    db: Database, session_id: str, groups: list[tuple[int, list[int]]], now: str
+    store: ConsolidationStore, session_id: str, groups: list[tuple[int, list[int]]], now: str
 ) -> dict[str, int]:
     out = {"groups": 0, "merged": 0, "merge_skipped": 0}
     for survivor, losers in groups:
-        merged = _apply_group(db, session_id, survivor, losers, now)
+        merged = _apply_group(store, session_id, survivor, losers, now)
         if merged:
             out["groups"] += 1
             out["merged"] += merged
@@ -305,56 +222,56 @@ def plan_groups(rows: Sequence[tuple[Any, ...]], threshold: float) -> list[tuple
     return groups
 
 
-def _apply_group(db: Database, session_id: str, survivor: int, losers: list[int], now: str) -> int:
-    rows = {int(r[0]): r for r in db.query(GROUP_ROWS, (session_id, ids_json([survivor, *losers])))}
-    present = [i for i in losers if i in rows and not rows[i][6]]
+def _apply_group(
+    store: ConsolidationStore, session_id: str, survivor: int, losers: list[int], now: str
+) -> int:
+    rows = store.group_chunks(session_id, [survivor, *losers])
+    present = [i for i in losers if i in rows and not rows[i].pinned]
     if survivor not in rows or not present:
         return 0
     group = [rows[survivor], *(rows[i] for i in present)]
     keep = rows[survivor]
-    expiries = [r[7] for r in group]
-    meta = json.loads(keep[10])
+    expiries = [r.expires_at for r in group]
+    meta = json.loads(keep.metadata_json)
     tags: list[str] = list(meta.get("tags") or [])
     for r in group[1:]:
-        for tag in json.loads(r[10]).get("tags") or []:
+        for tag in json.loads(r.metadata_json).get("tags") or []:
             if tag not in tags and len(tags) < MAX_TAGS:
                 tags.append(tag)
     if tags:
         meta["tags"] = tags
-    used = [str(r[9]) for r in group if r[9] is not None]
-    db.execute(
-        UPDATE_SURVIVOR,
-        (
-            min(int(r[3]) for r in group),
-            max(int(r[4]) for r in group),
-            max(float(r[5]) for r in group),
-            int(keep[6]),
-            None if any(e is None for e in expiries) else max(str(e) for e in expiries),
-            sum(int(r[8]) for r in group),
-            max(used) if used else None,
-            dump_json(meta, "metadata"),
-            now,
-            survivor,
-        ),
+    used = [r.last_accessed_at for r in group if r.last_accessed_at is not None]
+    update = SurvivorUpdate(
+        rowid=survivor,
+        sequence_start=min(r.sequence_start for r in group),
+        sequence_end=max(r.sequence_end for r in group),
+        importance=max(r.importance for r in group),
+        pinned=keep.pinned,
+        expires_at=None if any(e is None for e in expiries) else max(str(e) for e in expiries),
+        access_count=sum(r.access_count for r in group),
+        last_accessed_at=max(used) if used else None,
+        metadata_json=dump_json(meta, "metadata"),
     )
-    db.execute(RELINK, (survivor, ids_json(present)))
     sources = [
         {
-            "chunk_id": r[1],
-            "text": r[2],
-            "sequence_start": int(r[3]),
-            "sequence_end": int(r[4]),
-            "importance": float(r[5]),
+            "chunk_id": r.chunk_id,
+            "text": r.text,
+            "sequence_start": r.sequence_start,
+            "sequence_end": r.sequence_end,
+            "importance": r.importance,
         }
         for r in group[1:]
     ]
-    db.execute(
-        INSERT_RECORD,
-        ("merge", session_id, keep[1], int(keep[3]), int(keep[4]), json.dumps(sources), now),
+    record = ConsolidationRow(
+        "merge",
+        session_id,
+        keep.chunk_id,
+        keep.sequence_start,
+        keep.sequence_end,
+        json.dumps(sources),
+        now,
     )
-    db.execute(
-        "DELETE FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (ids_json(present),)
-    )
+    store.merge(update, present, record)
     return len(present)
 
 
@@ -362,17 +279,20 @@ def _apply_group(db: Database, session_id: str, survivor: int, losers: list[int]
 
 
 def _eligible_spans(
-    db: Database, session_id: str, cutoff: str, min_span: int, max_span: int
+    store: ConsolidationStore, session_id: str, cutoff: str, min_span: int, max_span: int
 ) -> list[list[MemoryRecord]]:
     spans: list[list[MemoryRecord]] = []
     run: list[MemoryRecord] = []
-    rows = db.query(SPAN_EVENTS.format(range=""), (session_id,))
-    for sequence, payload, created, blocked, is_note in [*rows, (None, None, None, 1, 0)]:
-        if blocked or is_note or sequence is None or str(created) > cutoff:
+    for event in [*store.span_events(session_id), None]:
+        if event is None or event.blocked or event.is_note or event.created_at > cutoff:
             spans.extend(run[i : i + max_span] for i in range(0, len(run), max_span))
             run = []
             continue
-        run.append(MemoryRecord(session_id, int(sequence), json.loads(payload), str(created)))
+        run.append(
+            MemoryRecord(
+                session_id, event.sequence, json.loads(event.payload_json), event.created_at
+            )
+        )
     return [s for s in spans if len(s) >= min_span]
 
 
@@ -389,7 +309,8 @@ def _plan_spans(
     condense: Condenser,
 ) -> list[_Span]:
     planned = []
-    for span in _eligible_spans(engine.db, session_id, cutoff, min_span, max_span):
+    store = engine.stores.consolidation
+    for span in _eligible_spans(store, session_id, cutoff, min_span, max_span):
         summary = condense(span)
         if not isinstance(summary, str):
             raise InvalidInputError("the condenser must return a string")
@@ -405,12 +326,9 @@ def _apply_spans(
     out = {"summaries": 0, "chunks": 0, "events": 0, "dropped": 0, "span_skipped": 0}
     for span, texts, vectors in spans:
         first, last = span[0].sequence, span[-1].sequence
-        recheck = engine.db.query(
-            SPAN_EVENTS.format(range=" AND e.sequence BETWEEN ? AND ?"),
-            (session_id, first, last),
-        )
-        if [int(r[0]) for r in recheck] != [r.sequence for r in span] or any(
-            r[3] or r[4] for r in recheck
+        recheck = engine.stores.consolidation.span_events(session_id, first, last)
+        if [e.sequence for e in recheck] != [r.sequence for r in span] or any(
+            e.blocked or e.is_note for e in recheck
         ):
             out["span_skipped"] += 1
             continue
@@ -430,35 +348,34 @@ def _write_summary(
     now: str,
     drop_originals: bool,
 ) -> tuple[int, int]:
-    db = engine.db
+    store = engine.stores.consolidation
     session_id, first, last = span[0].session_id, span[0].sequence, span[-1].sequence
-    originals = db.query(SPAN_CHUNKS, (session_id, first, last))
-    importance = max((float(r[1]) for r in originals), default=0.5)
-    expiries = [r[2] for r in originals]
+    originals = store.span_chunks(session_id, first, last)
+    importance = max((c.importance for c in originals), default=0.5)
+    expiries = [c.expires_at for c in originals]
     expires = None if not expiries or None in expiries else max(str(e) for e in expiries)
-    sequences = json.dumps([r.sequence for r in span])
+    sequences = [r.sequence for r in span]
     meta = dump_json(
         {"kind": "summary", "sequence_start": first, "sequence_end": last, "events": len(span)},
         "summary metadata",
     )
     sources = json.dumps([{"sequence": r.sequence} for r in span])
+    record = ConsolidationRow("summary", session_id, "", first, last, sources, now)
     made = 0
     rows = [None] * len(texts) if vectors is None else list(vectors)
     for text, vector in zip(texts, rows, strict=True):
         digest = content_hash(f"summary\x00{first}\x00{last}\x00{text}")
-        if find_chunk(db, session_id, digest) is not None:
+        if store.has_chunk(session_id, digest):
             continue
         row = ChunkRow(
             session_id, text, digest, meta, first, last, importance, expires, consolidated_at=now
         )
-        rowid = insert_chunk(db, row, vector, engine.embedder.model_id, now)
-        db.execute(LINK_SPAN, (session_id, sequences, rowid))
-        chunk_id = chunk_id_for(session_id, digest)
-        db.execute(INSERT_RECORD, ("summary", session_id, chunk_id, first, last, sources, now))
+        store.add_summary_chunk(row, vector, engine.embedder.model_id, sequences, record)
         made += 1
-    ids = [int(r[0]) for r in originals]
-    db.execute(SET_CONSOLIDATED, (now, ids_json(ids)))
+    store.mark_consolidated([c.rowid for c in originals], now)
     dropped = 0
     if drop_originals and made:
-        dropped = delete_chunks(db, [int(r[0]) for r in originals if r[3]]).chunks
+        dropped = engine.stores.lifecycle.delete_chunks(
+            [c.rowid for c in originals if c.own]
+        ).chunks
     return made, dropped

@@ -2,7 +2,8 @@
 
 * A chunk is **expired** when ``expires_at <= now`` and it is not pinned. Search hides
   expired chunks at once (:func:`alive_clause`, :func:`hidden_rowids`); the sweep
-  deletes them.
+  deletes them. The rows are read and deleted through the lifecycle store
+  (:mod:`mindfile.storage.lifecycle`), the policy kept through the meta store.
 * **Decay** is configured per store (:func:`set_decay_policy`, kept in ``store_meta``
   so every process agrees): with a half-life, an unpinned chunk's effective importance
   is ``importance × 2^(−age / half_life)``, ``age`` counted from its last recorded use
@@ -16,16 +17,21 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mindfile.errors import InvalidInputError
-from mindfile.manage._delete import delete_chunks
 from mindfile.manage.importance import effective_importance, iso, parse_time
 from mindfile.manage.types import DecayPolicy, SweepResult
-from mindfile.storage.db import Database
+from mindfile.storage.lifecycle import alive_clause
+
+if TYPE_CHECKING:
+    from mindfile._deps import StoreDeps
+    from mindfile.storage.lifecycle import LifecycleStore
+    from mindfile.storage.meta import MetaStore
 
 __all__ = [
     "alive_clause",
+    "decay_policy",
     "get_decay_policy",
     "hidden_rowids",
     "set_decay_policy",
@@ -35,46 +41,29 @@ __all__ = [
 HALF_LIFE_KEY = "decay_half_life_seconds"
 FLOOR_KEY = "decay_floor"
 
-#: Chunks search must not return: past their expiry and not pinned (partial index).
-HIDDEN = "SELECT id FROM chunks WHERE expires_at <= ? AND pinned = 0"
 
-LIVE_MANAGED = """
-SELECT c.id, c.importance, coalesce(c.last_accessed_at, c.created_at)
-FROM chunks AS c
-WHERE c.pinned = 0 AND (c.expires_at IS NULL OR c.expires_at > ?)
-  AND EXISTS (SELECT 1 FROM event_chunks AS l WHERE l.chunk_rowid = c.id)
-"""
-
-SET_META = "INSERT OR REPLACE INTO store_meta (key, value) VALUES (?, ?)"
-
-
-def alive_clause(now: str, alias: str = "c") -> tuple[str, list[Any]]:
-    """SQL keeping only chunks that are not expired at ``now`` (pinned ones always are)."""
-    sql = f" AND ({alias}.expires_at IS NULL OR {alias}.expires_at > ? OR {alias}.pinned = 1)"
-    return sql, [now]
-
-
-def hidden_rowids(db: Database, now: str) -> set[int]:
+def hidden_rowids(lifecycle: LifecycleStore, now: str) -> set[int]:
     """Rowids of expired chunks at ``now``: usually none, found through a partial index."""
-    return {int(r[0]) for r in db.query(HIDDEN, (now,))}
+    return lifecycle.hidden(now)
 
 
-def get_decay_policy(db: Database) -> DecayPolicy:
-    """The store's decay policy (no decay unless one was set)."""
-    meta: dict[str, str] = dict(
-        db.query(
-            "SELECT key, value FROM store_meta WHERE key IN (?, ?)", (HALF_LIFE_KEY, FLOOR_KEY)
-        )
-    )
-    half_life = meta.get(HALF_LIFE_KEY)
+def decay_policy(meta: MetaStore) -> DecayPolicy:
+    """The decay policy kept in ``meta`` (no decay unless one was set)."""
+    values = meta.get_many((HALF_LIFE_KEY, FLOOR_KEY))
+    half_life = values.get(HALF_LIFE_KEY)
     return DecayPolicy(
         half_life_seconds=None if half_life in (None, "") else float(half_life),
-        floor=float(meta.get(FLOOR_KEY) or 0.0),
+        floor=float(values.get(FLOOR_KEY) or 0.0),
     )
+
+
+def get_decay_policy(engine: StoreDeps) -> DecayPolicy:
+    """The store's decay policy (no decay unless one was set)."""
+    return decay_policy(engine.stores.meta)
 
 
 def set_decay_policy(
-    db: Database, half_life: float | timedelta | None, floor: float = 0.0
+    engine: StoreDeps, half_life: float | timedelta | None, floor: float = 0.0
 ) -> DecayPolicy:
     """Store the decay policy: ``half_life`` (seconds or a timedelta; None = no decay)
     and the sweep's ``floor`` (0 = decay never deletes)."""
@@ -92,41 +81,42 @@ def set_decay_policy(
     ):
         raise InvalidInputError("floor must be from 0 (no decay expiry) to below 1")
     policy = DecayPolicy(None if seconds is None else float(seconds), float(floor))
-    with db.atomic():
-        half = policy.half_life_seconds
-        db.execute(SET_META, (HALF_LIFE_KEY, "" if half is None else repr(half)))
-        db.execute(SET_META, (FLOOR_KEY, repr(policy.floor)))
+    half = policy.half_life_seconds
+    engine.stores.meta.set(
+        {HALF_LIFE_KEY: "" if half is None else repr(half), FLOOR_KEY: repr(policy.floor)}
+    )
     return policy
 
 
-def decayed_below_floor(db: Database, now: datetime, policy: DecayPolicy) -> list[int]:
+def decayed_below_floor(lifecycle: LifecycleStore, now: datetime, policy: DecayPolicy) -> list[int]:
     """Unpinned, unexpired managed chunks whose effective importance is below the floor."""
     if policy.half_life_seconds is None or policy.floor <= 0:
         return []
     out = []
-    for rowid, importance, last_used in db.query(LIVE_MANAGED, (iso(now),)):
+    for chunk in lifecycle.managed_live(iso(now)):
         value = effective_importance(
-            float(importance),
-            last_used=str(last_used),
+            chunk.importance,
+            last_used=chunk.last_used,
             now=now,
             half_life_seconds=policy.half_life_seconds,
         )
         if value < policy.floor:
-            out.append(int(rowid))
+            out.append(chunk.rowid)
     return out
 
 
-def sweep_expired(db: Database, now: datetime | str | None = None) -> SweepResult:
+def sweep_expired(engine: StoreDeps, now: datetime | str | None = None) -> SweepResult:
     """Delete expired chunks and decayed-below-floor ones, and events left empty.
 
     One transaction; pinned chunks are never touched.
     """
     moment = parse_time(now)
     stamp = iso(moment)
-    with db.atomic():
-        expired = sorted(hidden_rowids(db, stamp))
-        decayed = decayed_below_floor(db, moment, get_decay_policy(db))
-        deleted = delete_chunks(db, expired + decayed)
+    lifecycle = engine.stores.lifecycle
+    with engine.db.atomic():
+        expired = sorted(lifecycle.hidden(stamp))
+        decayed = decayed_below_floor(lifecycle, moment, get_decay_policy(engine))
+        deleted = lifecycle.delete_chunks(expired + decayed)
     return SweepResult(
         expired_chunks=len(expired),
         decayed_chunks=len(decayed),

@@ -22,14 +22,7 @@ from typing import TYPE_CHECKING, Any, cast, get_args
 from mindfile.errors import InvalidInputError, LimitExceededError
 from mindfile.index.chunking import chunk_text
 from mindfile.index.pipeline import check_id, dump_json
-from mindfile.memory._write import (
-    check_text,
-    embed_texts,
-    insert_chunks,
-    next_sequence,
-    scoped_chunks,
-    touch_session,
-)
+from mindfile.memory._write import check_text, embed_texts, scoped_chunks
 from mindfile.memory.types import Fact, FactSource, FactVersion
 from mindfile.storage.db import utcnow
 from mindfile.storage.facts import FactRecord
@@ -169,13 +162,13 @@ def _reindex(
     vectors: Any,
     now: str,
 ) -> None:
-    db = engine.db
+    sessions = engine.stores.sessions
     engine.stores.facts.remove_chunks(session_id, category, key)
-    touch_session(db, session_id, now)
+    sessions.upsert(session_id, now)
     meta = {"kind": "fact", "category": category, "key": key, "source": source, "updated_at": now}
     chunks = scoped_chunks(texts, f"fact\x00{category}\x00{key}", dump_json(meta, "metadata"))
-    sequence = next_sequence(db, session_id)
-    insert_chunks(db, session_id, chunks, vectors, engine.embedder.model_id, sequence, now)
+    sequence = sessions.next_sequence(session_id)
+    sessions.add_chunks(session_id, chunks, vectors, engine.embedder.model_id, sequence, now)
 
 
 def _name(value: Any, what: str) -> str:

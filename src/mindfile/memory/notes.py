@@ -28,11 +28,10 @@ from mindfile.index.pipeline import PreparedEvent, check_id, dump_json, normaliz
 from mindfile.manage.importance import DEFAULT_IMPORTANCE, check_importance, expires_at
 from mindfile.manage.marks import event_state, restore_state
 from mindfile.manage.quota import enforce_quotas
-from mindfile.memory._write import check_text, embed_texts, next_sequence, scoped_chunks
+from mindfile.memory._write import check_text, embed_texts, scoped_chunks
 from mindfile.memory.facts import facts_session
 from mindfile.memory.types import MemoryHit, Note
 from mindfile.retrieve.search import MAX_TOP_K
-from mindfile.storage import log
 from mindfile.storage.db import utcnow
 from mindfile.storage.notes import StoredNote
 
@@ -276,7 +275,7 @@ def _put(
             importance = DEFAULT_IMPORTANCE if kept is None else kept.importance
         if expires is None and kept is not None:
             expires = kept.expires_at
-        sequence = next_sequence(db, session_id)
+        sequence = engine.stores.sessions.next_sequence(session_id)
         fields: dict[str, Any] = {
             "kind": "note",
             "note_id": note_id,
@@ -291,11 +290,13 @@ def _put(
         event = PreparedEvent(session_id, sequence, payload, chunks, importance, expires)
         # No neighbour context: a note's chunks must hold only its own text, so that
         # deleting one note leaves none of it in another note's FTS row.
-        log.write_event(db, event, vectors, engine.embedder.model_id, now, neighbor_context=False)
+        engine.stores.sessions.write_event(
+            event, vectors, engine.embedder.model_id, now, neighbor_context=False
+        )
         notes.link(session_id, note_id, sequence)
         if kept is not None:
             restore_state(engine, session_id, sequence, kept)
-        enforce_quotas(db, [session_id], [(session_id, sequence)], now)
+        enforce_quotas(engine, [session_id], [(session_id, sequence)], now)
     return Note(session_id, note_id, content, source, tuple(tags), created_at, now, sequence)
 
 

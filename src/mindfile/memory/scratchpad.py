@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mindfile.errors import InvalidInputError, LimitExceededError
 from mindfile.index.pipeline import check_id, dump_json
-from mindfile.memory._write import check_text, touch_session
+from mindfile.memory._write import check_text
 from mindfile.memory.types import ScratchpadState
 from mindfile.storage.db import utcnow
 
@@ -76,7 +76,7 @@ def write_scratchpad(engine: StoreDeps, session_id: str, items: Sequence[str]) -
     now = utcnow()
     pad = dump_json({"items": clean, "updated_at": now}, "scratchpad")
     with engine.db.atomic():
-        touch_session(engine.db, session_id, now)
+        engine.stores.sessions.upsert(session_id, now)
         engine.stores.session_state.write_scratchpad(session_id, pad, now)
     return ScratchpadState(session_id, tuple(clean), now)
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from mindfile.errors import InvalidInputError, LimitExceededError
 from mindfile.index.pipeline import check_id, dump_json
-from mindfile.memory._write import check_text, ensure_session
+from mindfile.memory._write import check_text
 from mindfile.memory.types import SummaryState, SummaryWriteOutcome
 from mindfile.storage.db import utcnow
 
@@ -65,7 +65,7 @@ def write_summary_state(
     db, states = engine.db, engine.stores.session_state
     with db.atomic():
         if expected_epoch == 0:
-            ensure_session(db, session_id, now)
+            engine.stores.sessions.upsert(session_id, now, touch=False)
         applied = states.swap_summary(session_id, expected_epoch, blob, now)
         epoch = states.summary_epoch(session_id)
     return SummaryWriteOutcome(applied=applied, epoch=epoch)

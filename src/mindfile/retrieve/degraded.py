@@ -15,16 +15,16 @@ Two situations (docs/background-indexing.md):
   instead of forfeiting the vector share of its score.
 
 Either way ``SearchResults.degraded`` explains it. The check that keeps the common
-path fast is one indexed ``EXISTS`` on ``memory_jobs``.
+path fast is one indexed ``EXISTS`` on the job queue (:mod:`mindfile.storage.search`).
 """
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from mindfile.retrieve.fusion import Fused, weighted_fusion
 from mindfile.storage.db import Database
+from mindfile.storage.search import SqliteSearchStore
 
 if TYPE_CHECKING:
     from mindfile.retrieve.search import SearchRequest
@@ -33,33 +33,16 @@ __all__ = ["RECENCY_WEIGHT", "backlog_note", "degrade", "lift_unembedded", "rece
 
 RECENCY_WEIGHT = 0.2
 
-# status IN (...) uses idx_jobs_status_next: three index probes, however many done jobs.
-HAS_BACKLOG = """
-SELECT EXISTS (SELECT 1 FROM memory_jobs WHERE status IN ('pending', 'running', 'failed'))
-"""
-
 #: Counts stop here ("1000+"): a search must not scan a bulk import's whole backlog.
 BACKLOG_COUNT_CAP = 1000
-
-BACKLOG = """
-SELECT
-    (SELECT count(*) FROM (SELECT 1 FROM memory_jobs WHERE status = 'pending' LIMIT ?1)),
-    (SELECT count(*) FROM (SELECT 1 FROM memory_jobs WHERE status = 'running' LIMIT ?1)),
-    (SELECT count(*) FROM (SELECT 1 FROM memory_jobs WHERE status = 'failed' LIMIT ?1))
-"""
-
-UNEMBEDDED_AMONG = """
-SELECT value FROM json_each(?)
-WHERE NOT EXISTS (SELECT 1 FROM chunks_vec WHERE chunk_rowid = value)
-"""
 
 
 def backlog_note(db: Database) -> str | None:
     """Why some chunks are findable by full text only, or None when every job is done."""
-    if not db.scalar(HAS_BACKLOG):
+    counts = SqliteSearchStore(db).backlog(BACKLOG_COUNT_CAP)
+    if counts is None:
         return None
-    row = db.query_one(BACKLOG, (BACKLOG_COUNT_CAP,))
-    pending, running, failed = (int(n) for n in row) if row else (0, 0, 0)
+    pending, running, failed = counts
     total = pending + running + failed
     if not total:  # finished between the two statements
         return None
@@ -96,9 +79,9 @@ def lift_unembedded(db: Database, fused: dict[int, Fused], req: SearchRequest) -
     if not candidates or req.fts_weight <= 0:
         return 0
     total = req.vector_weight + req.fts_weight
-    rows = db.query(UNEMBEDDED_AMONG, (json.dumps(candidates),))
-    for (rowid,) in rows:
-        item = fused[int(rowid)]
+    rows = SqliteSearchStore(db).unembedded_among(candidates)
+    for rowid in rows:
+        item = fused[rowid]
         if req.fusion == "rrf":  # fts_norm is already fts_weight / (k + rank)
             item.score = item.fts_norm * total / req.fts_weight
         else:

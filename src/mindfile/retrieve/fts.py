@@ -1,9 +1,10 @@
-"""Full-text leg: turn any user text into a safe FTS5 query and run BM25.
+"""Full-text leg: turn any user text into the words a query searches for, and run BM25.
 
 User text is never passed to FTS5 as syntax. It is split into word tokens, common
-English stop words are dropped (unless nothing else is left), and each token is quoted
-and OR-ed, so quotes, operators, parentheses, ``NEAR``, column filters and emoji are all
-just text. BM25 then ranks by how many (and how rare) of the words a chunk has.
+English stop words are dropped (unless nothing else is left), and the full-text store
+(:mod:`mindfile.storage.fulltext`) quotes and OR-s each one, so quotes, operators,
+parentheses, ``NEAR``, column filters and emoji are all just text. BM25 then ranks by
+how many (and how rare) of the words a chunk has.
 """
 
 from __future__ import annotations
@@ -12,6 +13,12 @@ import re
 from collections.abc import Sequence
 
 from mindfile.storage.db import Database
+from mindfile.storage.fulltext import (
+    SqliteFullTextStore,
+    match_expression,
+    session_clause,
+    tag_clause,
+)
 
 __all__ = [
     "MAX_QUERY_TERMS",
@@ -19,6 +26,7 @@ __all__ = [
     "fts_query",
     "fts_search",
     "query_words",
+    "session_clause",
     "tag_clause",
 ]
 
@@ -49,27 +57,7 @@ def query_words(text: str) -> list[str]:
 
 def fts_query(text: str) -> str | None:
     """A safe FTS5 MATCH expression for ``text``, or ``None`` if it has no words."""
-    words = query_words(text)
-    return " OR ".join(f'"{w}"' for w in words) if words else None
-
-
-def tag_clause(tags: Sequence[str], alias: str = "c") -> tuple[str, list[str]]:
-    """SQL requiring every tag in ``{alias}.metadata_json -> tags``."""
-    sql = "".join(
-        f" AND EXISTS (SELECT 1 FROM json_each({alias}.metadata_json, '$.tags') WHERE value = ?)"
-        for _ in tags
-    )
-    return sql, list(tags)
-
-
-def session_clause(session_ids: Sequence[str] | None, alias: str = "c") -> tuple[str, list[str]]:
-    """SQL restricting ``{alias}.session_id`` to ``session_ids`` (none = no restriction)."""
-    if session_ids is None:
-        return "", []
-    if len(session_ids) == 1:
-        return f" AND {alias}.session_id = ?", list(session_ids)
-    marks = ",".join("?" * len(session_ids))
-    return f" AND {alias}.session_id IN ({marks})", list(session_ids)
+    return match_expression(query_words(text))
 
 
 #: BM25 column weights: the chunk's own text, then its neighbours' (see storage.log).
@@ -90,16 +78,9 @@ def fts_search(
     ``where`` is an ``" AND ..."`` condition on ``chunks AS c`` with its ``params``
     (:meth:`mindfile.retrieve.retriever.ReadFilter.clause`). ``weights`` weigh the
     chunk text and its before/after context columns. Equal scores go to the higher
-    rowid, as in every leg, so the top ``limit`` is deterministic.
+    rowid, as in every leg, so the top ``limit`` is deterministic. The read path asks
+    the full-text store with the filter's fields instead (:mod:`mindfile.storage.fulltext`).
     """
-    match = fts_query(text)
-    if match is None or limit <= 0:
-        return []
-    bm25 = "bm25(chunks_fts, ?, ?, ?)"
-    sql = (
-        f"SELECT c.id, -{bm25} AS score FROM chunks_fts "
-        "JOIN chunks AS c ON c.id = chunks_fts.rowid "
-        f"WHERE chunks_fts MATCH ?{where} ORDER BY {bm25}, c.id DESC LIMIT ?"
+    return SqliteFullTextStore(db).search_where(
+        query_words(text), limit, where, params, weights=weights
     )
-    rows = db.query(sql, [*weights, match, *params, *weights, limit])
-    return [(int(r), float(s)) for r, s in rows]

@@ -122,7 +122,9 @@ def rank_key(item: Fused, sequence_end: int, depth: int) -> tuple[float, int, in
     ``sequence_end``, then higher rowid). Hits from below every leg's fused ``depth``
     (score 0) come after all fused hits, by their best leg rank.
     """
-    ranks = [r for r in (item.vector_rank, item.fts_rank) if r is not None]
-    best = min(ranks, default=1 << 30)
+    v, f = item.vector_rank, item.fts_rank  # no list or min(): ~300 calls a search
+    if f is None:
+        f = 1 << 30
+    best = f if v is None or f < v else v
     tail_rank = best if best > depth else 0
     return (-item.score, tail_rank, -sequence_end, -item.rowid)

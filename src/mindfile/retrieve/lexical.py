@@ -39,8 +39,6 @@ import logging
 import os
 import threading
 import time
-from collections import Counter
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -51,9 +49,9 @@ import numpy as np
 
 from mindfile.retrieve.fts import COLUMN_WEIGHTS, query_words
 from mindfile.retrieve.lexical_disk import LexManifest, Segment, collect, merge
-from mindfile.retrieve.lexical_state import Delta, State, combine
-from mindfile.storage.changes import bounds, read_since
-from mindfile.storage.db import Database, Row
+from mindfile.retrieve.lexical_state import Delta, State, analyse_batch, combine
+from mindfile.storage.db import Database
+from mindfile.storage.index_source import ChunkText, index_source
 from mindfile.vector.ann_disk import BUILD_LOCK, MANIFEST, file_lock, index_root, store_id
 from mindfile.vector.base import VectorFilter
 
@@ -74,12 +72,13 @@ L0_FRACTION = 0.25
 FOLDER = "bm25"
 #: Chunks tokenised between two takes of the index lock while catching up.
 APPLY_BATCH = 2048
+#: Chunks read from SQLite in one statement (one take of the database lock).
+READ_PAGE = 4 * APPLY_BATCH
 #: First delay before retrying a failed background build, and its cap (doubling).
 RETRY_SECONDS = 1.0
 RETRY_MAX_SECONDS = 300.0
 
 logger = logging.getLogger("mindfile.retrieve")
-_COLUMNS = "chunk_text, context_before, context_after"
 
 
 class Bm25Index:
@@ -95,6 +94,7 @@ class Bm25Index:
         persist: bool = True,
     ) -> None:
         self._db = db
+        self._source = index_source(db)
         self._weights = weights
         self._lock = threading.Lock()
         tokenizer = db.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
@@ -144,17 +144,6 @@ class Bm25Index:
         """The stemmed, de-duplicated, stop-word-free terms of a query (as FTS5 sees them)."""
         stems = (self._stem(word) for word in query_words(text))
         return list(dict.fromkeys(s for s in stems if s))
-
-    def _analyse(self, columns: Sequence[str]) -> tuple[dict[str, float], int]:
-        """A chunk's column-weighted term frequencies and its length in tokens."""
-        tf: dict[str, float] = {}
-        length = 0
-        for weight, text in zip(self._weights, columns, strict=True):
-            tokens = self._tokens(text) if text else []
-            length += len(tokens)
-            for token, n in Counter(tokens).items():
-                tf[token] = tf.get(token, 0.0) + weight * n
-        return tf, length
 
     # -- state --------------------------------------------------------------------------
 
@@ -208,7 +197,7 @@ class Bm25Index:
         state = self._state
         if not state.ready and state.base is None:
             return False
-        newest = int(self._db.scalar("SELECT coalesce(max(id), 0) FROM chunks"))
+        newest = self._source.chunk_max_id()
         return newest - state.max_rowid <= BACKLOG
 
     def warm(self) -> None:
@@ -272,7 +261,7 @@ class Bm25Index:
             return
         if self._builder is not None or self._merger is not None:
             return
-        newest = int(self._db.scalar("SELECT coalesce(max(id), 0) FROM chunks"))
+        newest = self._source.chunk_max_id()
         if newest - self._state.max_rowid >= MERGE_MIN:
             self.warm()
 
@@ -332,11 +321,11 @@ class Bm25Index:
         ):
             return False
         with self._db.lock, self._db.snapshot():
-            high = self._db.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'chunks'")
-            oldest, newest = bounds(self._db, "chunks_changes")
+            high = self._source.chunk_id_high()
+            oldest, newest = self._source.text_change_bounds()
         # A base older than the change log's oldest entry cannot catch up (pruned).
         return (
-            manifest.max_id <= int(high or 0)
+            manifest.max_id <= high
             and manifest.changes_seq <= newest
             and manifest.changes_seq >= oldest - 1
         )
@@ -419,11 +408,13 @@ class Bm25Index:
 
         Most of the catching up happens without ``_sync`` (searches go on with the old
         state); the last step, under it, applies what was written meanwhile."""
-        for _ in range(3):
+        rounds = 0  # complete catch-ups (all pages), a few to converge with writers
+        while rounds < 3 and not self._closing:
             read = self._read_changes(fresh)
             if read is None:
                 break
-            self._apply(fresh, *read)
+            if self._apply(fresh, *read):
+                rounds += 1
         with self._sync:
             if self._closing:
                 return
@@ -603,9 +594,11 @@ class Bm25Index:
 
     def _read_changes(
         self, state: State
-    ) -> tuple[tuple[int, int], int, list[Row], list[Row]] | None:
-        """``(token, newest_seq, logged, rows)`` to apply to ``state``, or None when it is
-        up to date."""
+    ) -> tuple[tuple[int, int], int, list[tuple[int, str]], list[ChunkText], bool] | None:
+        """``(token, newest_seq, logged, rows, more)`` to apply to ``state``, or None when
+        it is up to date. New chunks are read ``READ_PAGE`` at a time (``more``: a full
+        page, read again after applying it), so a build after a bulk ingest holds the
+        database lock for one page at a time, not for the whole backlog."""
         with self._db.lock:
             if self._db.in_write_transaction:
                 return None
@@ -616,7 +609,7 @@ class Bm25Index:
             with self._db.snapshot():
                 fresh = state.max_rowid == 0 and state.base is None
                 seen = None if fresh else state.changes_seen
-                newest, logged = read_since(self._db, "chunks_changes", seen, "chunk_rowid, op")
+                newest, logged = self._source.text_changes_since(seen)
                 if logged is None:  # the log was pruned past what we saw: reload everything
                     with self._lock:
                         state.reset()
@@ -624,51 +617,60 @@ class Bm25Index:
                 reread = sorted(
                     {int(r) for r, op in logged if op == "u" and int(r) <= state.max_rowid}
                 )
-                rows = self._db.query(
-                    f"SELECT id, session_id, {_COLUMNS} FROM chunks WHERE id > ? ORDER BY id",
-                    (state.max_rowid,),
-                )
+                rows = self._source.chunks_after(state.max_rowid, READ_PAGE)
+                more = len(rows) == READ_PAGE
                 if reread:
-                    rows += self._db.query(
-                        f"SELECT id, session_id, {_COLUMNS} FROM chunks "
-                        "WHERE id IN (SELECT value FROM json_each(?))",
-                        (f"[{','.join(map(str, reread))}]",),
-                    )
-        return version, newest, logged, rows
+                    rows += self._source.chunks_by_ids(reread)
+        return version, newest, logged, rows, more
 
     def _apply(
         self,
         state: State,
         version: tuple[int, int],
         newest: int,
-        logged: list[Row],
-        rows: list[Row],
+        logged: list[tuple[int, str]],
+        rows: list[ChunkText],
+        more: bool,
     ) -> bool:
-        """Apply a read to ``state``; False when a compaction needs a re-read."""
+        """Apply a read to ``state``; False when there is more to read (the rest of a
+        backlog, or everything again after a compaction)."""
         background = threading.current_thread() in (self._builder, self._merger)
         with self._lock:
             for rowid, _op in logged:
                 state.remove(int(rowid))
         # Tokenise a batch outside the index lock (searches go on), apply it under it.
         for start in range(0, len(rows), APPLY_BATCH):
-            analysed: list[tuple[int, str, dict[str, float], int]] = []
-            for i, (rowid, session_id, *columns) in enumerate(rows[start : start + APPLY_BATCH]):
+            part = rows[start : start + APPLY_BATCH]
+            columns: list[list[list[str]]] = []
+            # The chunks of one event share their neighbour context: tokenise it once.
+            seen: dict[str, list[str]] = {}
+            for i, (_rowid, _session, *texts) in enumerate(part):
                 if i % 16 == 0 and background:
                     # Hand the GIL over often: a searching thread re-takes it after every
                     # SQLite step and would otherwise wait a whole switch interval each time.
                     time.sleep(0)
                     if self._closing:
                         return True
-                analysed.append((int(rowid), str(session_id), *self._analyse(columns)))
+                own, *context = texts
+                doc = [self._tokens(own)]
+                for text in context:
+                    toks = seen.get(text)
+                    if toks is None:
+                        toks = seen[text] = self._tokens(text)
+                    doc.append(toks)
+                columns.append(doc)
+            batch = analyse_batch(
+                [int(r[0]) for r in part], [str(r[1]) for r in part], columns, self._weights
+            )
             with self._lock:
-                for rowid, session_id, tf, length in analysed:
-                    state.add(rowid, session_id, tf, length)
-                    state.max_rowid = max(state.max_rowid, rowid)
+                state.add_batch(batch)
         with self._lock:
             state.changes_seen = newest
             if state.compact_soon() and self._folder is None:
                 state.reset()  # compact the tombstones: read everything again
                 return False
+            if more:
+                return False  # the next page: up to date only after the last one
             state.data_version = version
             if state is self._state:
                 self._dirty = False

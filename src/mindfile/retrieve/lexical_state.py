@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -14,11 +15,78 @@ import numpy.typing as npt
 from mindfile.retrieve.lexical_disk import Flat, LexManifest, Segment
 from mindfile.vector.base import VectorFilter
 
-__all__ = ["IDF_FLOOR", "K1", "B", "Delta", "State", "combine"]
+__all__ = ["IDF_FLOOR", "K1", "B", "Batch", "Delta", "State", "analyse_batch", "combine"]
 
 K1 = 1.2
 B = 0.75
 IDF_FLOOR = 1e-6
+
+
+class _Ids(dict[str, int]):
+    """Terms numbered in order of first appearance (the lookup stays in C)."""
+
+    def __missing__(self, key: str) -> int:
+        value = self[key] = len(self)
+        return value
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Several documents analysed at once: their postings as flat arrays sorted by
+    (term, document), terms and documents numbered within the batch."""
+
+    rowids: list[int]
+    sessions: list[str]
+    terms: list[str]
+    pair_term: npt.NDArray[np.int32]
+    pair_doc: npt.NDArray[np.int32]
+    pair_tf: npt.NDArray[np.float32]
+    lengths: npt.NDArray[np.float32]
+
+
+def analyse_batch(
+    rowids: list[int],
+    sessions: list[str],
+    columns: list[list[list[str]]],
+    weights: Sequence[float],
+) -> Batch:
+    """A :class:`Batch` from each document's tokens per column (``columns[doc][col]``).
+
+    The term frequency of a term in a document is the column-weighted count, as FTS5's
+    ``bm25()`` weighs columns; the document's length is its token count over all columns.
+    Per token only C-level work runs (``list.extend``, a dict lookup through ``map``);
+    counting is one sort of ``(term, doc)`` keys. ~3x faster than a dict per document.
+    """
+    n_docs = len(rowids)
+    tokens: list[str] = []
+    sizes: list[int] = []
+    for doc_columns in columns:
+        for toks in doc_columns:
+            tokens.extend(toks)
+            sizes.append(len(toks))
+    ids = _Ids()
+    term = np.fromiter(map(ids.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+    per_col = np.asarray(sizes, dtype=np.int64).reshape(n_docs, len(weights))
+    doc = np.repeat(np.arange(n_docs, dtype=np.int64), per_col.sum(axis=1))
+    weight = np.repeat(np.tile(np.asarray(weights, dtype=np.float64), n_docs), per_col.ravel())
+    key = (term << 32) | doc
+    order = np.argsort(key)
+    key = key[order]
+    if len(key):
+        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+        tf = np.add.reduceat(weight[order], starts)
+        key = key[starts]
+    else:
+        tf = np.zeros(0, dtype=np.float64)
+    return Batch(
+        rowids=rowids,
+        sessions=sessions,
+        terms=list(ids),
+        pair_term=(key >> 32).astype(np.int32),
+        pair_doc=(key & 0xFFFFFFFF).astype(np.int32),
+        pair_tf=tf.astype(np.float32),
+        lengths=per_col.sum(axis=1).astype(np.float32),
+    )
 
 
 class Delta:
@@ -34,7 +102,7 @@ class Delta:
         self.doc_rowid = array("q")
         self.doc_len = array("f")
         self.doc_session = array("i")
-        self.doc_terms: list[array[int] | None] = []
+        self.doc_terms: list[npt.NDArray[np.int32] | None] = []
         self.alive = array("b")
         self.doc_of: dict[int, int] = {}
         self.session_codes: dict[str, int] = {}
@@ -42,36 +110,51 @@ class Delta:
         self.total_len = 0.0
         self.dead = 0
 
-    def add(self, rowid: int, session_id: str, tf: dict[str, float], length: int) -> None:
-        doc = len(self.doc_rowid)
-        term_ids = self.term_ids
-        tids = array("i")
-        for token, freq in tf.items():
+    def add_batch(self, batch: Batch) -> None:
+        """Add a :class:`Batch` of documents (none of them held yet)."""
+        doc0 = len(self.doc_rowid)
+        n_docs = len(batch.rowids)
+        term_ids, df = self.term_ids, self.df
+        tids = np.empty(len(batch.terms), dtype=np.int32)
+        for j, token in enumerate(batch.terms):
             tid = term_ids.get(token)
             if tid is None:
-                tid = term_ids[token] = len(self.df)
-                self.df.append(0)
+                tid = len(df)
+                df.append(0)
                 self.post_docs.append(array("i"))
                 self.post_tf.append(array("f"))
-            self.post_docs[tid].append(doc)
-            self.post_tf[tid].append(freq)
-            self.df[tid] += 1
-            tids.append(tid)
-        code = self.session_codes.setdefault(session_id, len(self.session_codes))
-        self.doc_rowid.append(rowid)
-        self.doc_len.append(float(length))
-        self.doc_session.append(code)
-        self.doc_terms.append(tids)
-        self.alive.append(1)
-        self.doc_of[rowid] = doc
-        self.n_alive += 1
-        self.total_len += length
+                term_ids[token] = tid
+            tids[j] = tid
+        pair_term = batch.pair_term
+        docs = batch.pair_doc + np.int32(doc0)
+        tf = batch.pair_tf
+        if len(pair_term):
+            bounds = np.flatnonzero(pair_term[1:] != pair_term[:-1]) + 1
+            starts = np.concatenate(([0], bounds)).tolist()
+            ends = np.concatenate((bounds, [len(pair_term)])).tolist()
+            post_docs, post_tf = self.post_docs, self.post_tf
+            for s, e, tid in zip(starts, ends, tids[pair_term[starts]].tolist(), strict=True):
+                post_docs[tid].frombytes(docs[s:e].tobytes())
+                post_tf[tid].frombytes(tf[s:e].tobytes())
+                df[tid] += e - s
+        by_doc = np.argsort(batch.pair_doc, kind="stable")
+        per_doc = np.bincount(batch.pair_doc, minlength=n_docs)
+        self.doc_terms.extend(np.split(tids[pair_term[by_doc]], np.cumsum(per_doc)[:-1]))
+        codes = self.session_codes
+        self.doc_session.extend(codes.setdefault(s, len(codes)) for s in batch.sessions)
+        self.doc_rowid.extend(batch.rowids)
+        self.doc_len.frombytes(batch.lengths.astype(np.float32).tobytes())
+        self.alive.frombytes(b"\x01" * n_docs)
+        self.doc_of.update(zip(batch.rowids, range(doc0, doc0 + n_docs), strict=True))
+        self.n_alive += n_docs
+        self.total_len += float(batch.lengths.sum(dtype=np.float64))
 
     def remove(self, rowid: int) -> bool:
         doc = self.doc_of.pop(rowid, None)
         if doc is None:
             return False
-        for tid in self.doc_terms[doc] or ():
+        terms = self.doc_terms[doc]
+        for tid in terms.tolist() if terms is not None else ():
             self.df[tid] -= 1
         self.doc_terms[doc] = None
         self.alive[doc] = 0
@@ -200,9 +283,12 @@ class State:
     def delta_docs(self) -> int:
         return sum(d.n_alive for d in self.deltas())
 
-    def add(self, rowid: int, session_id: str, tf: dict[str, float], length: int) -> None:
-        self.remove(rowid)
-        self.delta.add(rowid, session_id, tf, length)
+    def add_batch(self, batch: Batch) -> None:
+        for rowid in batch.rowids:
+            self.remove(rowid)
+        self.delta.add_batch(batch)
+        if batch.rowids:
+            self.max_rowid = max(self.max_rowid, max(batch.rowids))
 
     def remove(self, rowid: int) -> None:
         for delta in self.deltas():

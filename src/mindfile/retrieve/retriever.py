@@ -24,8 +24,11 @@ import numpy as np
 
 from mindfile.embed.base import Vector
 from mindfile.manage.expiry import hidden_rowids
-from mindfile.retrieve.fts import fts_search, session_clause, tag_clause
+from mindfile.retrieve.fts import COLUMN_WEIGHTS, query_words
 from mindfile.storage.db import Database, utcnow
+from mindfile.storage.fulltext import filter_clause, full_text
+from mindfile.storage.lifecycle import SqliteLifecycleStore
+from mindfile.storage.search import SqliteSearchStore
 from mindfile.vector.base import VectorFilter, VectorIndex
 
 if TYPE_CHECKING:
@@ -65,12 +68,7 @@ class ReadFilter:
 
     def clause(self) -> tuple[str, list[Any]]:
         """The filter as ``" AND ..."`` SQL on ``chunks AS c``, and its parameters."""
-        if self.empty:
-            return " AND 0", []
-        s_sql, s_params = session_clause(self.session_ids)
-        t_sql, t_params = tag_clause(self.tags)
-        c_sql = f" AND ({self.condition})" if self.condition else ""
-        return s_sql + t_sql + c_sql, [*s_params, *t_params, *self.params]
+        return filter_clause(self.session_ids, self.tags, self.condition, self.params)
 
     def resolve(self, db: Database) -> VectorFilter | None:
         """The filter in the form the derived indexes take (None: no restriction).
@@ -82,8 +80,8 @@ class ReadFilter:
             return VectorFilter(rowids=np.zeros(0, dtype=np.int64))
         if self.tags or self.condition:
             sql, params = self.clause()
-            rows = db.query(f"SELECT c.id FROM chunks AS c WHERE 1{sql}", params)
-            return VectorFilter(rowids=np.fromiter((r[0] for r in rows), np.int64, len(rows)))
+            rows = SqliteSearchStore(db).rowids_where(sql, params)
+            return VectorFilter(rowids=np.fromiter(rows, np.int64, len(rows)))
         if self.session_ids is not None:
             return VectorFilter(session_ids=self.session_ids)
         return None
@@ -106,6 +104,7 @@ class Retriever:
         self.db = db
         self.index = index
         self.lexical = lexical
+        self.full_text = full_text(db)
 
     def legs(
         self,
@@ -120,7 +119,7 @@ class Retriever:
         ``lexical_k`` BM25 hits of ``query``, both within ``flt``."""
         if flt.empty or ((query_vec is None or vector_k <= 0) and lexical_k <= 0):
             return Legs([], [])
-        hidden = hidden_rowids(self.db, utcnow())
+        hidden = hidden_rowids(SqliteLifecycleStore(self.db), utcnow())
         where = flt.resolve(self.db)
         if where is not None and where.rowids is not None and len(where.rowids) == 0:
             return Legs([], [])
@@ -141,8 +140,16 @@ class Retriever:
             if bm25 is not None:
                 lexical, backend = bm25.search(query, fetch, where=where), "memory"
             else:
-                sql, params = flt.clause()
-                lexical, backend = fts_search(self.db, query, fetch, sql, params), "fts5"
+                lexical = self.full_text.search(
+                    query_words(query),
+                    fetch,
+                    weights=COLUMN_WEIGHTS,
+                    session_ids=flt.session_ids,
+                    tags=flt.tags,
+                    condition=flt.condition,
+                    params=flt.params,
+                )
+                backend = "fts5"
         if hidden:
             vector = [h for h in vector if h[0] not in hidden][:vector_k]
             lexical = [h for h in lexical if h[0] not in hidden][:lexical_k]

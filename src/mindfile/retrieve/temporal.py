@@ -21,7 +21,6 @@ only reorder, not remove, the right memory. Only fused candidates (each leg's be
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from mindfile.retrieve.fusion import Fused
 from mindfile.storage.db import Database
+from mindfile.storage.search import SqliteSearchStore
 
 if TYPE_CHECKING:
     from mindfile.retrieve.timeq import TimeQuery
@@ -59,11 +59,6 @@ class TimeConfig:
 
 DEFAULT_TIME_CONFIG = TimeConfig()
 
-_TIMES = """
-SELECT id, coalesce(occurred_at, created_at) FROM chunks
-WHERE id IN (SELECT value FROM json_each(?))
-"""
-
 
 def time_query(query: str, as_of: datetime) -> TimeQuery | None:
     """The query's time expressions, or None. The parser is imported on first use."""
@@ -77,9 +72,9 @@ def chunk_times(db: Database, rowids: list[int]) -> dict[int, float]:
     if not rowids:
         return {}
     out: dict[int, float] = {}
-    for rowid, text in db.query(_TIMES, (json.dumps(rowids),)):
+    for rowid, text in SqliteSearchStore(db).chunk_times(rowids):
         try:
-            out[int(rowid)] = datetime.fromisoformat(str(text)).timestamp()
+            out[rowid] = datetime.fromisoformat(text).timestamp()
         except ValueError:
             continue
     return out

@@ -14,11 +14,14 @@
     Runner(mem, handler=my_agent_run).run_forever()
 
 Modules: :mod:`~mindfile.scheduler.types` (value types), :mod:`~mindfile.scheduler.cadence`
-(next-run math, validation, DST policy), :mod:`~mindfile.scheduler.store` (SQLite store),
+(next-run math, validation, DST policy), :mod:`~mindfile.storage.schedules` (SQLite store),
 :mod:`~mindfile.scheduler.runner` (leases, missed runs, failures, notifications),
 :mod:`~mindfile.scheduler.tools` (LLM tools). See ``docs/scheduler.md``.
 """
 
+from typing import TYPE_CHECKING, Any
+
+from mindfile.scheduler._rules import new_schedule
 from mindfile.scheduler.cadence import (
     cadence_value,
     format_in_timezone,
@@ -32,7 +35,6 @@ from mindfile.scheduler.cadence import (
 from mindfile.scheduler.handlers import command_handler, record_goal
 from mindfile.scheduler.protocol import SchedulerStore
 from mindfile.scheduler.runner import Handler, HandlerResult, Notifier, Runner, RunOutcome
-from mindfile.scheduler.store import SqliteSchedulerStore, new_schedule
 from mindfile.scheduler.types import (
     NotificationPolicy,
     RunStatus,
@@ -45,6 +47,9 @@ from mindfile.scheduler.types import (
     ScheduleSearchResult,
     ScheduleStatus,
 )
+
+if TYPE_CHECKING:
+    from mindfile.storage.schedules import SqliteSchedulerStore
 
 __all__ = [
     "Handler",
@@ -76,3 +81,13 @@ __all__ = [
     "revise_cadence",
     "validate_cadence",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The SQLite store lives in mindfile.storage (issue 13) and imports this package's
+    # rules and types, so it is imported when first named, not while this package loads.
+    if name == "SqliteSchedulerStore":
+        from mindfile.storage.schedules import SqliteSchedulerStore
+
+        return SqliteSchedulerStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from mindfile.errors import NotFoundError
+from mindfile.scheduler._rules import MAX_GOAL_CHARS, MAX_NAME_CHARS, new_schedule
 from mindfile.scheduler.cadence import format_in_timezone, parse_cadence, revise_cadence
 from mindfile.scheduler.protocol import SchedulerStore
-from mindfile.scheduler.store import MAX_GOAL_CHARS, MAX_NAME_CHARS, new_schedule
 from mindfile.scheduler.types import (
     CADENCE_KINDS,
     NotificationPolicy,

@@ -31,7 +31,6 @@ from mindfile.errors import LimitExceededError, MindfileError, ScopeError
 from mindfile.server.auth import Authenticator, ForbiddenError, Principal, is_loopback
 from mindfile.server.errors import error_body, error_response, no_session
 from mindfile.server.metrics import Counter, Gauge, Histogram, Labels, Registry
-from mindfile.storage import log as _log
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -424,7 +423,7 @@ def _scope_error(request: Request, exc: ScopeError) -> JSONResponse:
     session_id = exc.details.get("session_id")
     caller = principal_of(request)
     if isinstance(session_id, str) and caller is not None:
-        scope = _log.session_scope(engine_of(request).db, session_id)
+        scope = engine_of(request).stores.sessions.scope(session_id)
         if scope is not None and scope[0] == caller.user_id:
             return error_response(exc.http_status, exc.code, exc.message)
     missing = no_session(session_id if isinstance(session_id, str) else "?")

@@ -108,7 +108,7 @@ def own_session(caller: Caller, session_id: str, *, must_exist: bool) -> bool:
     owner = _log.namespace_user(session_id)
     if owner is not None and owner != caller.user:
         raise no_session(session_id)
-    scope = _log.session_scope(caller.engine.db, session_id)
+    scope = caller.engine.stores.sessions.scope(session_id)
     if scope is None:
         if must_exist:
             raise no_session(session_id)
@@ -123,9 +123,9 @@ def _claim_session(caller: Caller, session_id: str) -> None:
     name a user itself (the scratchpad), so no other user can ever read it."""
     if own_session(caller, session_id, must_exist=False):
         return
-    db = caller.engine.db
-    with db.atomic():
-        _log.upsert_session(db, session_id, utcnow(), user_id=caller.user, touch=False)
+    engine = caller.engine
+    with engine.db.atomic():
+        engine.stores.sessions.upsert(session_id, utcnow(), user_id=caller.user, touch=False)
 
 
 def build_router() -> APIRouter:

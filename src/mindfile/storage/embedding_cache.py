@@ -1,19 +1,79 @@
-"""SQL of the embedding cache (table ``embedding_cache``, migration 0011).
+"""The embedding-cache store (table ``embedding_cache``, migration 0011).
 
 Rows are document vectors keyed by ``(model_id, text_hash)``; ``text_hash`` is the
 blake3 hash of the chunk text (:func:`mindfile.index.chunking.content_hash`), the same
 value :func:`mindfile.storage.chunks.insert_chunk` writes to ``chunks.text_hash``.
-Policy (when to consult it, counters) lives in :mod:`mindfile.index.cache`.
+Policy (when to consult it, counters) lives in :mod:`mindfile.index.cache`, which
+reaches the rows through :class:`EmbeddingCacheStore`; the functions below are its
+SQLite implementation (the purge calls :func:`prune` directly).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from mindfile.storage.db import Database, Row
 
-__all__ = ["count", "drop_model", "evict_lru", "lookup", "prune", "put", "summary"]
+__all__ = [
+    "CachedModel",
+    "EmbeddingCacheStore",
+    "SqliteEmbeddingCacheStore",
+    "count",
+    "drop_model",
+    "evict_lru",
+    "lookup",
+    "prune",
+    "put",
+    "summary",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CachedModel:
+    """One model's share of the cache."""
+
+    model_id: str
+    entries: int
+    bytes: int
+    oldest_used_at: str | None
+
+
+class EmbeddingCacheStore(Protocol):
+    """Cached document vectors by ``(model, text hash)`` (backend-neutral)."""
+
+    def lookup(self, model_id: str, hashes: Sequence[str]) -> dict[str, bytes]:
+        """Cached vectors (little-endian float32 bytes) of the hashes that have one."""
+        ...
+
+    def record(
+        self,
+        model_id: str,
+        used: Sequence[str],
+        new: Sequence[tuple[str, bytes]],
+        now: str,
+        max_entries: int | None,
+    ) -> None:
+        """In one transaction: mark ``used`` entries used at ``now``, add ``new``
+        ``(text hash, vector bytes)`` entries, and with ``max_entries`` drop the least
+        recently used beyond it."""
+        ...
+
+    def summary(self) -> list[CachedModel]:
+        """Per model, by model id: entries, bytes, oldest last use."""
+        ...
+
+    def prune(self, *, unused_since: str | None = None, everything: bool = False) -> int:
+        """Drop entries of texts no chunk holds and those unused since ``unused_since``,
+        or with ``everything`` all of them; returns how many."""
+        ...
+
+    def drop_model(self, model_id: str) -> int:
+        """Forget every cached vector of ``model_id``; returns how many."""
+        ...
+
 
 LOOKUP = """
 SELECT text_hash, embedding_blob FROM embedding_cache
@@ -111,3 +171,42 @@ def count(db: Database) -> int:
 def summary(db: Database) -> list[Row]:
     """Per model: entries, bytes, oldest last use."""
     return db.query(SUMMARY)
+
+
+class SqliteEmbeddingCacheStore:
+    """:class:`EmbeddingCacheStore` on ``embedding_cache``."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def lookup(self, model_id: str, hashes: Sequence[str]) -> dict[str, bytes]:
+        return lookup(self.db, model_id, hashes)
+
+    def record(
+        self,
+        model_id: str,
+        used: Sequence[str],
+        new: Sequence[tuple[str, bytes]],
+        now: str,
+        max_entries: int | None,
+    ) -> None:
+        with self.db.atomic():
+            touch(self.db, model_id, used, now)
+            if new:
+                put(self.db, model_id, new, now)
+                if max_entries is not None:
+                    evict_lru(self.db, max_entries)
+
+    def summary(self) -> list[CachedModel]:
+        return [
+            CachedModel(str(m), int(n), int(b), None if o is None else str(o))
+            for m, n, b, o in summary(self.db)
+        ]
+
+    def prune(self, *, unused_since: str | None = None, everything: bool = False) -> int:
+        with self.db.atomic():
+            return prune(self.db, unused_since=unused_since, everything=everything)
+
+    def drop_model(self, model_id: str) -> int:
+        with self.db.atomic():
+            return drop_model(self.db, model_id)

@@ -25,7 +25,7 @@ import json
 from mindfile.storage import embedding_cache
 from mindfile.storage.db import Database
 
-__all__ = ["erase_facts_scope", "erase_user", "purge", "purge_pending"]
+__all__ = ["erase_facts_scope", "erase_user", "purge", "purge_pending", "user_sessions"]
 
 USER_SESSIONS = """
 SELECT session_id FROM sessions
@@ -35,12 +35,17 @@ WHERE user_id = ?1 OR session_id = 'memory:' || ?1 OR session_id = 'facts:' || ?
 _IN_SESSIONS = "(SELECT value FROM json_each(?))"
 
 
+def user_sessions(db: Database, user_id: str) -> list[str]:
+    """The sessions :func:`erase_user` erases: the user's, ``memory:{user}``, ``facts:{user}``."""
+    return [str(r[0]) for r in db.query(USER_SESSIONS, (user_id,))]
+
+
 def erase_user(db: Database, user_id: str) -> dict[str, int]:
     """Delete everything of ``user_id`` (see the module docstring); counts by kind.
 
     Must run inside ``db.atomic()``.
     """
-    sessions = [str(r[0]) for r in db.query(USER_SESSIONS, (user_id,))]
+    sessions = user_sessions(db, user_id)
     ids = _json(sessions)
     counts: dict[str, int] = {"sessions": len(sessions)}
     counts["events"] = _count(

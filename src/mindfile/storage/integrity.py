@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from mindfile.storage import log
 from mindfile.storage.db import Database
 
 __all__ = ["IntegrityStore", "SqliteIntegrityStore"]
@@ -37,6 +38,11 @@ class IntegrityStore(Protocol):
 
     def vector_count(self) -> int:
         """Vectors in the store (the derived vector indexes should hold as many)."""
+        ...
+
+    def row_counts(self) -> dict[str, int]:
+        """Rows of ``sessions``, ``conversation_events``, ``chunks`` and ``chunks_vec``
+        (``Mindfile.info``)."""
         ...
 
     def text_index_rows(self) -> int:
@@ -102,6 +108,9 @@ class SqliteIntegrityStore:
 
     def vector_count(self) -> int:
         return int(self.db.scalar("SELECT count(*) FROM chunks_vec"))
+
+    def row_counts(self) -> dict[str, int]:
+        return log.count_rows(self.db)
 
     def text_index_rows(self) -> int:
         return int(self.db.scalar(FTS_ROWS))

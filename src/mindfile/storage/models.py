@@ -1,17 +1,23 @@
-"""SQL of the store's embedding model and of re-embedding (``store_meta`` keys).
+"""The model store: the store's embedding model and re-embedding (``store_meta`` keys).
 
 ``embedding_model`` / ``embedding_dims`` name the model every vector was made with.
 Re-embedding (:mod:`mindfile.index.reembed`) holds ``reembed_owner`` (who runs it,
 ``host:pid:start:thread``: :mod:`mindfile.jobs.owner`) and ``reembed_target`` (the new
 model) while it stages vectors in the embedding cache, and switches the vectors and
-the model in one transaction (:func:`switch_model`).
+the model in one transaction (:func:`switch_model`). :class:`ModelStore` is what
+re-embedding uses; the functions below are its SQLite implementation.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 from mindfile.storage.db import Database
 
 __all__ = [
+    "ModelStore",
+    "SqliteModelStore",
     "chunk_batch",
     "clear_reembed",
     "meta",
@@ -52,6 +58,73 @@ WHERE NOT EXISTS (
     SELECT 1 FROM chunks_vec AS v WHERE v.chunk_rowid = c.id AND v.embedding_model = ?1
 )
 """
+
+
+class ModelStore(Protocol):
+    """Re-embedding's rows (backend-neutral). Every method runs inside the caller's
+    transaction when one is open; :meth:`switch_model` must run inside one."""
+
+    def reembed_holder(self) -> tuple[str | None, str | None]:
+        """``(owner, target model)`` of the running re-embedding, or ``(None, None)``."""
+        ...
+
+    def claim_reembed(self, owner: str, target: str) -> None:
+        """Record who re-embeds the store to which model."""
+        ...
+
+    def clear_reembed(self) -> None:
+        """Forget the running re-embedding."""
+        ...
+
+    def chunk_batch(self, after: int, limit: int) -> list[tuple[int, str, str | None]]:
+        """``(rowid, text, text hash or None)`` of up to ``limit`` chunks above ``after``,
+        by rowid."""
+        ...
+
+    def missing_text_hashes(self) -> list[tuple[int, str]]:
+        """``(rowid, text)`` of the chunks without a text hash."""
+        ...
+
+    def set_text_hashes(self, pairs: Sequence[tuple[str, int]]) -> None:
+        """Backfill text hashes (``(hash, rowid)`` pairs)."""
+        ...
+
+    def switch_model(self, model_id: str, dims: int) -> list[int]:
+        """Put the vectors staged for ``model_id`` in place (the embedding cache holds
+        them by text hash) and make it the store's model; returns the chunks that still
+        need a vector (their old one is dropped)."""
+        ...
+
+
+class SqliteModelStore:
+    """:class:`ModelStore` on ``store_meta``, ``chunks``, ``chunks_vec`` and the cache."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def reembed_holder(self) -> tuple[str | None, str | None]:
+        held = meta(self.db, "reembed_owner", "reembed_target")
+        return held.get("reembed_owner"), held.get("reembed_target")
+
+    def claim_reembed(self, owner: str, target: str) -> None:
+        with self.db.atomic():
+            reembed_claim(self.db, owner, target)
+
+    def clear_reembed(self) -> None:
+        clear_reembed(self.db)
+
+    def chunk_batch(self, after: int, limit: int) -> list[tuple[int, str, str | None]]:
+        return chunk_batch(self.db, after, limit)
+
+    def missing_text_hashes(self) -> list[tuple[int, str]]:
+        return missing_text_hashes(self.db)
+
+    def set_text_hashes(self, pairs: Sequence[tuple[str, int]]) -> None:
+        set_text_hashes(self.db, list(pairs))
+
+    def switch_model(self, model_id: str, dims: int) -> list[int]:
+        with self.db.atomic():
+            return switch_model(self.db, model_id, dims)
 
 
 def meta(db: Database, *keys: str) -> dict[str, str]:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from mindfile.errors import ConfigError
 from mindfile.storage.db import Database
-from mindfile.vector.base import VectorFilter, VectorIndex
+from mindfile.vector.base import VectorFilter, VectorIndex, vector_max
 from mindfile.vector.exact import ExactIndex
 from mindfile.vector.sqlite_vec import SqliteVecIndex
 
@@ -63,7 +63,7 @@ _INDEXES: dict[str, Callable[[Database, int], VectorIndex]] = {
 
 def choose_index(db: Database) -> tuple[str, str]:
     """What ``vector_index="auto"`` opens for this store, and why (shown by info())."""
-    vectors = int(db.scalar("SELECT coalesce(max(chunk_rowid), 0) FROM chunks_vec"))
+    vectors = vector_max(db)
     if vectors < AUTO_ANN_CHUNKS:
         return "exact", f"auto: exact below {AUTO_ANN_CHUNKS:,} chunks"
     if db.readonly or db.in_memory:

@@ -46,6 +46,7 @@ import numpy.typing as npt
 from mindfile.embed.base import Vector
 from mindfile.errors import ConfigError
 from mindfile.storage.db import Database
+from mindfile.storage.index_source import index_source
 from mindfile.vector.ann_disk import (
     BUILD_LOCK,
     MANIFEST,
@@ -208,6 +209,19 @@ class _Delta:
     def put(self, batch: RowBatch) -> None:
         """Add the batch's rows, or replace the ones held (their vector was rewritten)."""
         keys = batch.session_keys
+        ids = batch.ids
+        if len(ids) and int(ids.min()) > self.max_id:
+            # Rows written after everything held (a catch-up after a bulk ingest): none
+            # is held yet, so append them in one copy.
+            n, m = self._n, len(ids)
+            self._reserve(n + m)
+            self._ids[n : n + m] = ids
+            self._matrix[n : n + m] = batch.matrix
+            self._keys[n : n + m] = keys
+            self.rows.update(zip(ids.tolist(), range(n, n + m), strict=True))
+            self._n = n + m
+            self.max_id = int(ids.max())
+            return
         fresh: list[int] = []
         for j, i in enumerate(batch.ids.tolist()):
             at = self.rows.get(i)
@@ -293,6 +307,7 @@ class AnnIndex:
         if db.readonly:
             raise ConfigError(f"vector_index={self.name!r} needs a writable store")
         self._db = db
+        self._source = index_source(db)
         self._dims = dims
         self._backend = backend
         self._lock = threading.Lock()
@@ -316,7 +331,7 @@ class AnnIndex:
     def _identity(self) -> tuple[str, str]:
         """The store's id for the manifests (made once) and its embedding model."""
         store = store_id(self._db)
-        model = self._db.scalar("SELECT value FROM store_meta WHERE key = 'embedding_model'")
+        model = self._source.embedding_model()
         return str(store), str(model or "")
 
     # -- the published base ---------------------------------------------------------------
@@ -333,9 +348,9 @@ class AnnIndex:
             self._dims,
         ):
             return False
-        high = self._db.scalar("SELECT seq FROM sqlite_sequence WHERE name = 'chunks'")
+        high = self._source.chunk_id_high()
         newest, _ = changes_since(self._db, None)
-        return manifest.max_id <= int(high or 0) and manifest.changes_seq <= newest
+        return manifest.max_id <= high and manifest.changes_seq <= newest
 
     def _poll_manifest(self) -> bool:
         """Switch to a newly published generation; True when the base changed."""
@@ -566,6 +581,22 @@ class AnnIndex:
         self._want_merge = False
         self.merge(full=True)
         self._catch_up()
+
+    def stats(self) -> dict[str, object]:
+        """The published base this process reads (count, generation, what it was
+        built with) and its in-memory delta (rows held, base rows tombstoned)."""
+        with self._lock:
+            reader, delta = self._reader, self._delta
+            manifest = None if reader is None else reader.manifest
+            return {
+                "persisted": manifest is not None,
+                "folder": str(self.folder),
+                "base_count": 0 if manifest is None else manifest.count,
+                "base_generation": None if manifest is None else manifest.generation,
+                "delta": len(delta),
+                "tombstones": len(delta.tombstones),
+                "merging": self._thread is not None and self._thread.is_alive(),
+            }
 
     def size(self) -> int:
         self._catch_up()

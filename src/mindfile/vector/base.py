@@ -16,17 +16,16 @@ first, similarity in [-1, 1] (vectors are L2-normalised).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from mindfile.embed.base import Vector
-from mindfile.storage.changes import read_since
 from mindfile.storage.db import Database
+from mindfile.storage.index_source import VectorRows, blob_matrix, index_source
 
 __all__ = [
     "VectorFilter",
@@ -76,38 +75,22 @@ class VectorIndex(Protocol):
         for indexes that keep none there; docs/privacy.md)."""
         ...
 
+    def stats(self) -> dict[str, object]:
+        """What ``info()`` reports of it, as it stands (no catching up): at least
+        ``persisted`` (whether a part of it lives in files other processes share)."""
+        ...
+
     def close(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class VectorRows:
-    """A batch read from ``chunks_vec``: ids ascending, float32 matrix, session ids."""
-
-    ids: npt.NDArray[np.int64]
-    matrix: npt.NDArray[np.float32]
-    sessions: list[str]
 
 
 def fetch_rows_after(db: Database, after: int, dims: int) -> VectorRows:
     """Vectors with ``chunk_rowid > after``, in id order."""
-    rows = db.query(
-        "SELECT v.chunk_rowid, v.embedding_blob, c.session_id FROM chunks_vec AS v "
-        "JOIN chunks AS c ON c.id = v.chunk_rowid WHERE v.chunk_rowid > ? "
-        "ORDER BY v.chunk_rowid",
-        (after,),
-    )
-    return _rows(rows, dims)
+    return index_source(db).vectors_after(after, dims)
 
 
 def fetch_rows(db: Database, rowids: Sequence[int], dims: int) -> VectorRows:
     """The vectors of ``rowids`` that exist, in id order."""
-    rows = db.query(
-        "SELECT v.chunk_rowid, v.embedding_blob, c.session_id FROM chunks_vec AS v "
-        "JOIN chunks AS c ON c.id = v.chunk_rowid "
-        "WHERE v.chunk_rowid IN (SELECT value FROM json_each(?)) ORDER BY v.chunk_rowid",
-        (json.dumps([int(r) for r in rowids]),),
-    )
-    return _rows(rows, dims)
+    return index_source(db).vectors_by_ids(rowids, dims)
 
 
 def changes_since(db: Database, seen: int | None) -> tuple[int, list[int] | None]:
@@ -115,10 +98,7 @@ def changes_since(db: Database, seen: int | None) -> tuple[int, list[int] | None
 
     ``rowids`` is None when the log was pruned past ``seen``: the caller must rebuild.
     """
-    newest, rows = read_since(db, "chunks_vec_changes", seen)
-    if rows is None:
-        return newest, None
-    return newest, list(dict.fromkeys(int(r[0]) for r in rows))
+    return index_source(db).vector_changes_since(seen)
 
 
 def row_dots(
@@ -135,19 +115,6 @@ def row_dots(
     return matrix @ q
 
 
-def blob_matrix(blobs: Sequence[bytes], dims: int) -> npt.NDArray[np.float32]:
-    """Stored vectors (little-endian float32 blobs) as one writable float32 matrix."""
-    if not blobs:
-        return np.zeros((0, dims), dtype=np.float32)
-    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, dims)
-    return matrix.astype(np.float32, copy=True)
-
-
-def _rows(rows: Sequence[Sequence[Any]], dims: int) -> VectorRows:
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    return VectorRows(ids, blob_matrix([r[1] for r in rows], dims), [r[2] for r in rows])
-
-
 def vector_max(db: Database) -> int:
     """The highest ``chunk_rowid`` in ``chunks_vec`` (a b-tree seek, not a scan)."""
-    return int(db.scalar("SELECT coalesce(max(chunk_rowid), 0) FROM chunks_vec"))
+    return index_source(db).vector_max_id()

@@ -40,14 +40,8 @@ import numpy.typing as npt
 
 from mindfile.embed.base import Vector
 from mindfile.storage.db import Database
-from mindfile.vector.base import (
-    VectorFilter,
-    VectorRows,
-    changes_since,
-    fetch_rows,
-    fetch_rows_after,
-    row_dots,
-)
+from mindfile.storage.index_source import index_source
+from mindfile.vector.base import VectorFilter, row_dots
 
 __all__ = [
     "BITS",
@@ -75,7 +69,6 @@ REFIT_GROWTH = 2.0
 #: A catch-up that adds more rows than this drops the codes and rebuilds them in the
 #: background instead of encoding inline (a bulk load must not stall one search).
 _ENCODE_INLINE_MAX = 8_192
-_PAGE = 16_384  # vectors per query of a full load
 _BLOCK = 2_048  # rows per block of stage 2 and of encoding: the float32 block stays in L2
 _SEED = 20_261_125  # fixed projection: every process encodes alike
 #: float32 rounding of a d-term dot product, in any summation order, is at most about
@@ -102,6 +95,7 @@ class ExactIndex:
         background: bool = True,
     ) -> None:
         self._db = db
+        self._source = index_source(db)
         self._dims = dims
         self._quantize_from = quantize_from
         self._background = background
@@ -132,6 +126,10 @@ class ExactIndex:
     def purge(self) -> None:
         """Nothing to do: this index keeps no file outside the store."""
 
+    def stats(self) -> dict[str, object]:
+        with self._lock:
+            return {"persisted": False, "vectors": self._n, "codes": self._quant is not None}
+
     def rebuild(self) -> None:
         with self._db.lock, self._lock:
             self._reset()
@@ -148,13 +146,14 @@ class ExactIndex:
         version = self._db.change_token()
         if not self._dirty and version == self._data_version:
             return
-        seen, changed = changes_since(self._db, self._changes_seen)
+        seen, changed = self._source.vector_changes_since(self._changes_seen)
         if changed is None:  # the change log was pruned past what we saw: reload all
             self._reset()
         before = self._max_id
-        batch = _load_all(self._db, self._dims) if before == 0 else None
+        # A full load reads every vector the fastest way the store has.
+        batch = self._source.all_vectors(self._dims) if before == 0 else None
         if batch is None:
-            batch = fetch_rows_after(self._db, before, self._dims)
+            batch = self._source.vectors_after(before, self._dims)
         if len(batch.ids):
             self._append(batch.ids, batch.matrix, self._codes_for(batch.sessions))
         # Ids above ``before`` were just read, after the log was: already current.
@@ -175,7 +174,7 @@ class ExactIndex:
 
     def _reload(self, rowids: list[int]) -> None:
         """Re-read logged ids: replace held vectors, add missing ones, drop deleted ones."""
-        batch = fetch_rows(self._db, rowids, self._dims)
+        batch = self._source.vectors_by_ids(rowids, self._dims)
         held = self._ids[: self._n]
         hits = np.flatnonzero(np.isin(held, np.asarray(rowids, dtype=np.int64)))
         positions = {int(held[i]): int(i) for i in hits}
@@ -575,42 +574,6 @@ def search_rows(
 
 def _kth_largest(values: npt.NDArray[np.float32], k: int) -> float:
     return float(np.partition(values, len(values) - k)[len(values) - k])
-
-
-def _load_all(db: Database, dims: int) -> VectorRows | None:
-    """Every vector, read without joining ``chunks`` row by row (its pages hold the
-    text): sessions come from a covering index scan instead, ~2x faster after a cold
-    open. Read in pages, so the per-row blobs (freed to the C heap, which keeps them)
-    never add up to a second copy of the matrix. None if the store has no vectors."""
-    id_pages: list[npt.NDArray[np.int64]] = []
-    pages: list[npt.NDArray[np.float32]] = []
-    after = 0
-    while True:
-        rows = db.query(
-            "SELECT chunk_rowid, embedding_blob FROM chunks_vec WHERE chunk_rowid > ? "
-            "ORDER BY chunk_rowid LIMIT ?",
-            (after, _PAGE),
-        )
-        if not rows:
-            break
-        id_pages.append(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)))
-        pages.append(np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(-1, dims))
-        after = int(id_pages[-1][-1])
-        if len(rows) < _PAGE:
-            break
-    if not pages:
-        return None
-    ids = np.concatenate(id_pages)
-    matrix = np.concatenate(pages).astype(np.float32, copy=False)
-    del pages
-    owners = db.query("SELECT id, session_id FROM chunks ORDER BY session_id")
-    chunk_ids = np.fromiter((r[0] for r in owners), dtype=np.int64, count=len(owners))
-    order = np.argsort(chunk_ids)
-    at = np.searchsorted(chunk_ids[order], ids)
-    if len(owners) == 0 or np.any(at >= len(owners)) or np.any(chunk_ids[order][at] != ids):
-        return fetch_rows_after(db, 0, dims)  # a vector without its chunk: the joined read
-    names = [owners[int(i)][1] for i in order[at]]
-    return VectorRows(ids, matrix, names)
 
 
 def _grow(arr: npt.NDArray[_G], cap: int) -> npt.NDArray[_G]:

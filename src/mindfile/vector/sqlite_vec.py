@@ -71,6 +71,9 @@ class SqliteVecIndex:
     def purge(self) -> None:
         """Nothing to do: this index keeps no file outside the store."""
 
+    def stats(self) -> dict[str, object]:
+        return {"persisted": True, "table": TABLE}
+
     def rebuild(self) -> None:
         with self._db.lock, self._lock, self._db.atomic():
             self._db.execute(f"DELETE FROM {TABLE}")

@@ -1,0 +1,137 @@
+"""The derived indexes catch up once a bulk write pauses (mindfile._follow)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import mindfile
+from mindfile._follow import IdleFollower
+from mindfile.retrieve import lexical
+from mindfile.vector.ann_disk import MANIFEST
+from mindfile.vector.exact_disk import ExactDiskIndex
+
+
+def _wait_for(check, timeout: float = 20.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.02)
+    return check()
+
+
+def test_nothing_runs_below_the_threshold() -> None:
+    calls: list[float] = []
+    follower = IdleFollower(lambda: calls.append(time.monotonic()), idle=0.05, min_chunks=10)
+    follower.wrote(9)
+    time.sleep(0.3)
+    assert calls == []
+    follower.wrote(1)
+    assert _wait_for(lambda: len(calls) == 1)
+    follower.close()
+
+
+def test_writes_postpone_the_follow_until_they_pause() -> None:
+    calls: list[float] = []
+    follower = IdleFollower(lambda: calls.append(time.monotonic()), idle=0.2, min_chunks=1)
+    last = 0.0
+    for _ in range(8):  # a write every 50 ms: never idle for 200 ms
+        follower.wrote(5)
+        last = time.monotonic()
+        time.sleep(0.05)
+    assert calls == []
+    assert _wait_for(lambda: len(calls) == 1)
+    assert calls[0] - last >= 0.2
+    time.sleep(0.4)
+    assert len(calls) == 1  # once per pause, not once per write
+    follower.close()
+
+
+def test_close_waits_for_a_follow_in_progress_and_stops_the_thread() -> None:
+    started, release = threading.Event(), threading.Event()
+    done: list[bool] = []
+
+    def follow() -> None:
+        started.set()
+        release.wait(5)
+        done.append(True)
+
+    follower = IdleFollower(follow, idle=0.01, min_chunks=1)
+    follower.wrote(1)
+    assert started.wait(5)
+    closer = threading.Thread(target=follower.close)
+    closer.start()
+    time.sleep(0.1)
+    assert closer.is_alive()  # waiting for the follow
+    release.set()
+    closer.join(5)
+    assert not closer.is_alive() and done == [True]
+    follower.wrote(100)  # ignored after close
+    time.sleep(0.1)
+    assert follower.runs == 1
+
+
+def test_a_failing_follow_is_logged_and_the_next_pause_tries_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    calls: list[int] = []
+
+    def follow() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("disk full")
+
+    follower = IdleFollower(follow, idle=0.02, min_chunks=1)
+    follower.wrote(1)
+    assert _wait_for(lambda: follower.runs == 1)
+    assert "catching the indexes up after writes failed" in caplog.text
+    follower.wrote(1)
+    assert _wait_for(lambda: follower.runs == 2)
+    follower.close()
+
+
+def test_a_bulk_ingest_is_indexed_and_published_before_anyone_searches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After store_many and a pause, with no search: the BM25 base and the exact index's
+    generation are on disk, and a process opened next maps them (nothing to catch up)."""
+    monkeypatch.setattr(lexical, "MERGE_MIN", 50)
+    monkeypatch.setattr(ExactDiskIndex, "min_delta", 50)
+    path = tmp_path / "bulk.db"
+    mem = mindfile.open(path, embedder="hash", vector_index="exact")
+    mem._follower = IdleFollower(mem._follow_indexes, idle=0.2, min_chunks=100)
+    words = [
+        "garden",
+        "tomato",
+        "lisbon",
+        "porto",
+        "train",
+        "battery",
+        "solar",
+        "budget",
+        "meeting",
+        "sister",
+    ]
+    events = [
+        (f"s{i % 7}", i // 7, f"{words[i % 10]} {words[(i * 3) % 10]} note {i}") for i in range(400)
+    ]
+    assert mem.store_many(events) == 400
+    root = Path(f"{path}.index")
+    assert _wait_for(lambda: (root / "exact" / MANIFEST).exists())
+    assert _wait_for(lambda: mem.lexical.stats()["base_docs"] == 400)
+    assert (root / "bm25" / MANIFEST).exists()
+    assert mem._follower.runs >= 1
+    mem.close()
+
+    other = mindfile.open(path, embedder="hash", vector_index="exact")
+    try:
+        assert other.lexical.usable()  # maps the published base: no FTS5 fallback
+        hits = other.search("lisbon porto", mode="hybrid", top_k=5)
+        assert hits and all("lisbon" in h.text or "porto" in h.text for h in hits)
+        assert other.lexical.stats()["delta_docs"] == 0
+    finally:
+        other.close()
