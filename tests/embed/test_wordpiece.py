@@ -74,6 +74,14 @@ def test_texts_the_fast_path_does_not_take(embedder: StaticEmbedder, model: Any)
     assert got == [None, None, None, None, None, reference(model, ["ok"])[0]]
 
 
+def test_other_texts_get_the_real_tokenizers_ids(embedder: StaticEmbedder, model: Any) -> None:
+    fast = embedder._fast
+    assert fast is not None
+    texts = ["café", "naïve", "日本", "a [PAD] b", "[UNK]", "", "ü " * 2_000, "日" * 4_000]
+    texts.append(("é" + "x" * 150 + " ") * 40 + "tail")  # unknown words; the cut drops "tail"
+    assert fast.tokenizer_ids(texts) == reference(model, texts)
+
+
 def test_long_texts_are_cut_like_model2vec(embedder: StaticEmbedder, model: Any) -> None:
     texts = ["word " * 2_000, "a" * 5_000, "x y " * 800 + "tail", "(" * 600]
     assert fast_ids(embedder, texts) == reference(model, texts)
@@ -84,6 +92,8 @@ def test_vectors_match_model2vec(embedder: StaticEmbedder, model: Any) -> None:
         "I moved to Lisbon in May",
         "def f(x):\n    return x ** 2  # square",
         "mixed: café au lait",  # not ASCII: the real tokenizer
+        "日本語のテキスト",
+        "über " * 1_000,  # cut like model2vec before tokenizing
         "",
         "[PAD]",
         "one more line\twith a tab\x0cand a form feed",

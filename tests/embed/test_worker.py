@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,3 +94,32 @@ def test_closing_the_store_stops_the_helper(tmp_path: Path) -> None:
     assert proc is not None
     mem.close()
     assert proc.poll() is not None
+
+
+def test_two_threads_share_the_helper_and_each_gets_its_own_rows(
+    embedder: StaticEmbedder,
+) -> None:
+    batches = [texts(300), [t.upper() for t in texts(300)], texts(500)[200:]]
+    here = [StaticEmbedder(worker=False).embed_documents(b) for b in batches]
+    embedder.embed_documents(batches[0])  # starts the helper
+    worker = embedder._worker
+    assert worker is not None
+    wait_running(worker)
+    results: dict[tuple[int, int], np.ndarray | None] = {}
+    start = threading.Barrier(2)
+
+    def run(thread: int) -> None:
+        start.wait()
+        for round_ in range(6):
+            which = (thread + round_) % len(batches)
+            results[thread, round_] = worker.try_embed(batches[which], embedder.dimensions)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for (thread, round_), got in results.items():
+        # Two requests in flight at most: neither thread is turned away, answers in order.
+        assert got is not None, (thread, round_)
+        np.testing.assert_allclose(got, here[(thread + round_) % len(batches)], atol=1e-6)

@@ -398,3 +398,30 @@ def test_small_files_share_a_transaction_and_a_large_one_has_its_own() -> None:
     ]
     assert sync_module._groups([item(0)]) != []
     assert sync_module._groups([]) == []
+
+
+def test_many_batches_embedded_during_the_scan_with_copies_and_renames(
+    mem: mindfile.Mindfile, tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sync_module = importlib.import_module("mindfile.files.sync")
+    monkeypatch.setattr(sync_module, "BATCH_CHARS", 300)  # dozens of batches, two threads
+    mem.sync([tree])
+    for i in range(40):
+        write(tree / "many" / f"f{i:02}.md", lines(3, f"topic{i}"))
+    write(tree / "copy_of_porto.md", (tree / "porto.md").read_text("utf-8"))  # not a move
+    (tree / "moved").mkdir()
+    (tree / "lisbon.md").rename(tree / "moved" / "lisbon.md")  # a move: nothing embedded
+    report = mem.sync([tree])
+    assert (report.added, report.renamed, report.deleted) == (41, 1, 0)
+    assert report.embedded == sum(len(chunk_lines(lines(3, f"topic{i}"))) for i in range(40)) + 1
+    rows = mem.db.query(
+        "SELECT f.path, count(c.id), count(v.chunk_rowid) FROM files AS f"
+        " JOIN chunks AS c ON c.file_id = f.id"
+        " LEFT JOIN chunks_vec AS v ON v.chunk_rowid = c.id GROUP BY f.path"
+    )
+    assert all(n == vectors > 0 for _path, n, vectors in rows)  # every chunk has its vector
+    assert {str(p) for p, _, _ in rows} >= {"moved/lisbon.md", "copy_of_porto.md", "many/f39.md"}
+    for i in (0, 17, 39):
+        hit = mem.search(f"topic{i} paragraph", source="files", mode="fts")[0]
+        assert hit.metadata["path"] == f"many/f{i:02}.md"
+    assert mem.reconcile(repair=False).consistent

@@ -7,8 +7,12 @@ embedder, which runs the same code (the same vectors, to float32 rounding) while
 waits on a pipe without the GIL.
 
 - Never on the critical path: the process starts in the background at the first large
-  batch; until it is ready, or while it is busy with another thread's batch, or after it
-  failed, batches are embedded in the calling thread as before.
+  batch; until it is ready, or while it already holds :data:`MAX_IN_FLIGHT` batches of
+  other threads, or after it failed, batches are embedded in the calling thread.
+- Pipelined: a second thread's batch is written while the first is embedded, so the
+  helper starts on it at once instead of idling while the first caller turns its
+  vectors into rows (file sync embeds from two threads: docs/files.md). Answers come
+  back in the order the batches were sent.
 - Lifecycle: it exits when its stdin closes (the embedder's ``close()``, garbage
   collection, the parent's exit or death) or after :data:`IDLE_SECONDS` without work;
   the next large batch starts a new one.
@@ -36,10 +40,12 @@ from typing import IO, Any
 
 import numpy as np
 
-__all__ = ["IDLE_SECONDS", "MIN_CHARS", "EmbedWorker", "worker_allowed"]
+__all__ = ["IDLE_SECONDS", "MAX_IN_FLIGHT", "MIN_CHARS", "EmbedWorker", "worker_allowed"]
 
 #: Batches with at least this many characters go to the helper process.
 MIN_CHARS = 64_000
+#: Batches sent to the helper and not yet answered, at most (one embedded, one queued).
+MAX_IN_FLIGHT = 2
 #: The helper exits after this long without a batch.
 IDLE_SECONDS = 300.0
 
@@ -60,9 +66,9 @@ class EmbedWorker:
 
     def __init__(self, model_dir: Path | None) -> None:
         self._model_dir = model_dir
-        self._lock = threading.Lock()  # held while a batch is in flight
         self._state = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
+        self._channel: _Channel | None = None
         self._pid = os.getpid()
         self._ready = threading.Event()
         self._failures = 0
@@ -80,23 +86,24 @@ class EmbedWorker:
         if proc is None or proc.poll() is not None:
             self._start()
             return None
-        if not self._ready.is_set() or not self._lock.acquire(blocking=False):
+        channel = self._channel
+        if not self._ready.is_set() or channel is None or channel.proc is not proc:
             return None
         try:
-            assert proc.stdin is not None and proc.stdout is not None
-            _send(proc.stdin, texts)
-            return _receive(proc.stdout, len(texts), dims)
+            return channel.request(texts, dims)
         except (OSError, EOFError, ValueError, struct.error):
-            self._failures += 1
+            if channel.first_report():  # the other callers in flight fail with it
+                self._failures += 1
             self._discard(proc)
             return None
-        finally:
-            self._lock.release()
 
     def close(self) -> None:
         with self._state:
             proc, self._proc = self._proc, None
             self._ready.clear()
+            channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.fail()
         if proc is not None:
             _stop(proc)
 
@@ -136,6 +143,7 @@ class EmbedWorker:
         except (OSError, ValueError):
             ok = False
         if ok and self._proc is proc:
+            self._channel = _Channel(proc)
             self._ready.set()
         else:
             self._failures += 1
@@ -146,7 +154,74 @@ class EmbedWorker:
             if self._proc is proc:
                 self._proc = None
                 self._ready.clear()
+            channel = self._channel
+            if channel is not None and channel.proc is proc:
+                channel.fail()
         _stop(proc)
+
+
+class _Channel:
+    """Requests to one running helper: up to :data:`MAX_IN_FLIGHT` at a time, each
+    caller reading its answer in the order the requests were written."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self.proc = proc
+        self._stdin = proc.stdin
+        self._stdout = proc.stdout
+        self._send_lock = threading.Lock()
+        self._turn = threading.Condition()
+        self._sent = 0  # requests written (the next request's ticket)
+        self._answered = 0  # answers read (the ticket whose answer comes next)
+        self._in_flight = 0
+        self._failed = False
+        self._reported = False
+
+    def request(self, texts: Sequence[str], dims: int) -> np.ndarray | None:
+        """The helper's vectors; None when it already holds enough batches. Raises
+        (OSError, EOFError, ValueError) when the helper failed: every waiter fails."""
+        with self._turn:
+            if self._failed or self._in_flight >= MAX_IN_FLIGHT:
+                return None
+            self._in_flight += 1
+        try:
+            with self._send_lock:
+                ticket = self._sent
+                self._sent += 1
+                try:
+                    _send(self._stdin, texts)
+                except BaseException:
+                    self.fail()
+                    raise
+            with self._turn:
+                while self._answered != ticket and not self._failed:
+                    self._turn.wait()
+                if self._failed:
+                    raise EOFError("embedding helper failed")
+            try:
+                return _receive(self._stdout, len(texts), dims)
+            except BaseException:
+                self.fail()
+                raise
+            finally:
+                with self._turn:
+                    self._answered += 1
+                    self._turn.notify_all()
+        finally:
+            with self._turn:
+                self._in_flight -= 1
+
+    def first_report(self) -> bool:
+        """True for the first caller that reports this channel's failure."""
+        with self._turn:
+            first, self._reported = not self._reported, True
+            return first
+
+    def fail(self) -> None:
+        """The stream is out of step or closed: wake every waiter, accept nothing more."""
+        with self._turn:
+            self._failed = True
+            self._turn.notify_all()
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

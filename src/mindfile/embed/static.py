@@ -74,7 +74,8 @@ class StaticEmbedder:
         """What the fast path needs: the float32 matrix, the tokenizer and the ASCII
         tokenizer over it, read straight from the model's files (~0.06 s). model2vec's
         ``from_pretrained`` costs ~0.25 s more (it imports huggingface_hub and deep-copies
-        the tokenizer); it is loaded only for texts the fast path does not take."""
+        the tokenizer); it is loaded only for a model without the fast path (texts the
+        fast path does not take get the real tokenizer's ids and the same pooling)."""
         parts = self._parts
         if parts is None:
             with self._lock:
@@ -131,14 +132,14 @@ class StaticEmbedder:
         (:mod:`mindfile.embed._wordpiece`: same ids) and pooled as model2vec pools."""
         parts = self._ready()
         fast = parts.fast
-        ids = [None] * len(texts) if fast is None else fast.ids_many(texts)
-        slow = [i for i, row in enumerate(ids) if row is None]
-        if len(slow) == len(texts):
+        if fast is None:
             return np.asarray(self._load_model().encode(texts, show_progress_bar=False))
+        ids = fast.ids_many(texts)
+        slow = [i for i, row in enumerate(ids) if row is None]
+        if slow:  # the real tokenizer's ids for the others, pooled below just the same
+            for i, other in zip(slow, fast.tokenizer_ids([texts[i] for i in slow]), strict=True):
+                ids[i] = other
         out = np.zeros((len(texts), self._dims), dtype=np.float32)
-        if slow:
-            model = self._load_model()
-            out[slow] = model.encode([texts[i] for i in slow], show_progress_bar=False)
         # model2vec's pooling (StaticModel._encode_batch): texts of one token count
         # together, mean of their token vectors, then L2 normalisation.
         buckets: dict[int, list[int]] = defaultdict(list)
@@ -146,9 +147,13 @@ class StaticEmbedder:
             if row:
                 buckets[len(row)].append(i)
         embedding = parts.matrix
-        for indices in buckets.values():
+        for length, indices in buckets.items():
             matrix = np.array([ids[i] for i in indices], dtype=np.int64)
-            pooled = embedding[matrix].mean(axis=1).astype(np.float32)
+            # The mean as a sum divided in place: the same float32 values as
+            # ``.mean(axis=1).astype(np.float32)`` without its two temporary copies
+            # (pooling Lib/'s chunks 1.05 -> 0.91 CPU-s).
+            pooled = embedding[matrix].sum(axis=1)
+            pooled /= np.float32(length)
             if parts.normalize:
                 pooled /= np.linalg.norm(pooled, axis=1, keepdims=True) + 1e-32
             out[indices] = pooled

@@ -25,8 +25,8 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,10 +53,17 @@ __all__ = ["MAX_FILE_BYTES", "SyncReport", "root_session", "sync"]
 
 #: Files larger than this are skipped (``too large``); ``max_file_bytes=`` changes it.
 MAX_FILE_BYTES = 2 * 1024 * 1024
-#: Files whose chunks are embedded together (one prepare call).
-FILES_PER_BATCH = 16
+#: Characters of chunk text embedded together (one prepare call; a larger file alone).
+#: Above the bundled model's helper-process threshold (``embed._worker.MIN_CHARS``), so
+#: every batch of a large sync is embedded there, not in a thread of this process.
+BATCH_CHARS = 256_000
 #: Batches embedded ahead of the one being written.
 EMBED_AHEAD = 4
+#: Threads embedding those batches: with two, the bundled model's helper process embeds
+#: one batch while the other thread sends the next or unpacks its vectors (one thread
+#: left it idle ~30% of the time). One when the embedding cache is on: its hit counter,
+#: which ``SyncReport.embedded`` reads, is per store.
+EMBED_THREADS = 2
 #: Chunks written per transaction: small files share one (a file is never split).
 #: Fewer, larger transactions halve FTS5's segment merging: 3,575 -> 6,025 chunks/s
 #: from 8 to 200 chunks per transaction on source files; the write lock is held
@@ -183,59 +190,108 @@ def _sync_root(
     session_id = root_session(root)
     root_text = str(root)
     known = sql.known_files(db, session_id)
+    # A new path with the content of an indexed file may be a rename (step 3): it waits
+    # for the end of the scan. Every other changed file is embedded while the scan goes on.
+    known_hashes = {row[1] for row in known.values()}
     skipped: list[tuple[str, str]] = []
     candidates = list(scan(root, include=include, exclude=exclude, skipped=skipped))
     seen: set[str] = set()
-    changed: list[_Pending] = []
-    for done, cand in enumerate(candidates, start=1):
-        seen.add(cand.relpath)
-        old = known.get(cand.relpath)
-        if old is not None and old[2] == cand.size and old[3] == cand.mtime_ns:
-            report.unchanged += 1
-        else:
-            read = _read(cand, max_file_bytes, skipped)
-            if read is not None:
-                data, cand = read
-                report.bytes_read += len(data)
-                digest = blake3.blake3(data).hexdigest(length=16)
-                if old is not None and old[1] == digest:
-                    with db.atomic():
-                        sql.retouch_file(db, old[0], cand.size, cand.mtime_ns)
-                    report.unchanged += 1
-                else:
-                    text = data.decode("utf-8")
-                    old_id = None if old is None else old[0]
-                    changed.append(_Pending(cand, digest, chunk_lines(text, spec), old_id))
-        if progress is not None:
-            progress(done, len(candidates), report.bytes_read)
-    # A file that can no longer be indexed (too large, binary, not UTF-8) leaves the
-    # index; one that failed to read for a passing reason keeps its last version.
-    seen -= {p for p, reason in skipped if reason.startswith(PERMANENT)}
-    gone = {p: row for p, row in known.items() if p not in seen}
-    report.skipped.extend(skipped)
-    if changed or gone:
-        with db.atomic():
-            log.upsert_session(db, session_id, utcnow(), touch=False)
-    _renames(engine, session_id, changed, gone, report)
-    # Embed up to EMBED_AHEAD batches ahead in a worker thread while earlier ones are
-    # written: the embedder (its helper process, numpy) and SQLite release the GIL, so
-    # the two cores overlap; the queue evens out batches of unequal cost.
-    batches = [changed[i : i + FILES_PER_BATCH] for i in range(0, len(changed), FILES_PER_BATCH)]
-    pool = ThreadPoolExecutor(1, thread_name_prefix="mindfile-sync-embed")
+    held: list[_Pending] = []
+    ahead = _Ahead(engine)
     try:
-        ahead = deque(pool.submit(_embed, engine, b, report) for b in batches[:EMBED_AHEAD])
-        for n, batch in enumerate(batches):
-            ahead.popleft().result()
-            if n + EMBED_AHEAD < len(batches):
-                ahead.append(pool.submit(_embed, engine, batches[n + EMBED_AHEAD], report))
+        for done, cand in enumerate(candidates, start=1):
+            seen.add(cand.relpath)
+            old = known.get(cand.relpath)
+            if old is not None and old[2] == cand.size and old[3] == cand.mtime_ns:
+                report.unchanged += 1
+            else:
+                read = _read(cand, max_file_bytes, skipped)
+                if read is not None:
+                    data, cand = read
+                    report.bytes_read += len(data)
+                    digest = blake3.blake3(data).hexdigest(length=16)
+                    if old is not None and old[1] == digest:
+                        with db.atomic():
+                            sql.retouch_file(db, old[0], cand.size, cand.mtime_ns)
+                        report.unchanged += 1
+                    else:
+                        text = data.decode("utf-8")
+                        old_id = None if old is None else old[0]
+                        item = _Pending(cand, digest, chunk_lines(text, spec), old_id)
+                        if old_id is None and digest in known_hashes:
+                            held.append(item)
+                        else:
+                            ahead.add(item)
+            if progress is not None:
+                progress(done, len(candidates), report.bytes_read)
+        # A file that can no longer be indexed (too large, binary, not UTF-8) leaves the
+        # index; one that failed to read for a passing reason keeps its last version.
+        seen -= {p for p, reason in skipped if reason.startswith(PERMANENT)}
+        gone = {p: row for p, row in known.items() if p not in seen}
+        report.skipped.extend(skipped)
+        if ahead.files or held or gone:
+            with db.atomic():
+                log.upsert_session(db, session_id, utcnow(), touch=False)
+        _renames(engine, session_id, held, gone, report)
+        for item in held:
+            ahead.add(item)
+        # Batches are written in order as their vectors arrive; the embedder (its helper
+        # process, numpy) and SQLite release the GIL, so the two cores overlap.
+        for batch, embedded in ahead.drain():
+            report.embedded += embedded
             for group in _groups(batch):
                 _commit(engine, session_id, root_text, group, report)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        ahead.close()
     for _relpath, row in sorted(gone.items()):
         with db.atomic():
             report.chunks_removed += sql.delete_file(db, row[0])
         report.deleted += 1
+
+
+class _Ahead:
+    """Batches of changed files (:data:`BATCH_CHARS`), embedded up to
+    :data:`EMBED_AHEAD` ahead of the one being written, by :data:`EMBED_THREADS`."""
+
+    def __init__(self, engine: Mindfile) -> None:
+        self._engine = engine
+        threads = 1 if engine.embedding_cache.enabled else EMBED_THREADS
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="mindfile-sync-embed")
+        self._queued: deque[list[_Pending]] = deque()
+        self._running: deque[tuple[list[_Pending], Future[int]]] = deque()
+        self._batch: list[_Pending] = []
+        self._chars = 0
+        self.files = 0
+
+    def add(self, item: _Pending) -> None:
+        self.files += 1
+        self._batch.append(item)
+        self._chars += sum(len(chunk.text) for chunk in item.chunks)
+        if self._chars >= BATCH_CHARS:
+            self._cut()
+
+    def drain(self) -> Iterator[tuple[list[_Pending], int]]:
+        """Each batch with its vectors set, in order, and the texts it embedded."""
+        self._cut()
+        while self._running:
+            batch, future = self._running.popleft()
+            embedded = future.result()
+            self._submit()
+            yield batch, embedded
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _cut(self) -> None:
+        if self._batch:
+            self._queued.append(self._batch)
+            self._batch, self._chars = [], 0
+        self._submit()
+
+    def _submit(self) -> None:
+        while self._queued and len(self._running) < EMBED_AHEAD:
+            batch = self._queued.popleft()
+            self._running.append((batch, self._pool.submit(_embed, self._engine, batch)))
 
 
 def _read(
@@ -303,15 +359,20 @@ def _renames(
     changed[:] = keep
 
 
-def _embed(engine: Mindfile, batch: list[_Pending], report: SyncReport) -> None:
-    """Vectors for the batch's chunks: a file's unchanged text keeps its vector."""
+def _embed(engine: Mindfile, batch: list[_Pending]) -> int:
+    """Vectors for the batch's chunks: a file's unchanged text keeps its vector. Returns
+    the texts sent to the embedder (:attr:`SyncReport.embedded`)."""
     model = engine.embedder.model_id
     wanted: list[str] = []
     for item in batch:
-        reuse = {} if item.old_id is None else sql.file_vectors(engine.db, item.old_id, model)
+        if item.old_id is None:  # a new file: nothing to reuse
+            item.vectors = [None] * len(item.chunks)
+            wanted.extend(chunk.text for chunk in item.chunks)
+            continue
+        reuse = sql.file_vectors(engine.db, item.old_id, model)
         vectors: list[Any] = []
         for chunk in item.chunks:
-            blob = reuse.get(content_hash(chunk.text))
+            blob = reuse.get(content_hash(chunk.text)) if reuse else None
             if blob is not None and len(blob) == engine.embedder.dimensions * 4:
                 vectors.append(np.frombuffer(blob, dtype="<f4").copy())
             else:
@@ -319,19 +380,19 @@ def _embed(engine: Mindfile, batch: list[_Pending], report: SyncReport) -> None:
                 wanted.append(chunk.text)
         item.vectors = vectors
     if not wanted:
-        return
+        return 0
     cache = engine.embedding_cache
     before = cache.hits
     fresh = embed_texts(engine, wanted)
-    distinct = len(dict.fromkeys(wanted))
-    report.embedded += distinct - (cache.hits - before if cache.enabled else 0)
+    embedded = len(dict.fromkeys(wanted)) - (cache.hits - before if cache.enabled else 0)
     if fresh is None:  # background indexing: the commit queues jobs
-        return
+        return embedded
     made = dict(zip(wanted, fresh, strict=True))
     for item in batch:
         item.vectors = [
             made[c.text] if v is None else v for c, v in zip(item.chunks, item.vectors, strict=True)
         ]
+    return embedded
 
 
 def _groups(batch: list[_Pending]) -> list[list[_Pending]]:
