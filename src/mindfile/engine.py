@@ -589,6 +589,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         finally:
             self._syncing -= 1
         self._last_error = None
+        # A first sync of a big tree is a bulk write: the indexes catch up once it pauses.
+        self._follower.wrote(report.chunks_added + report.chunks_removed)
         return report
 
     def status(self) -> StoreStatus:

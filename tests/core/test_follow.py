@@ -135,3 +135,17 @@ def test_a_bulk_ingest_is_indexed_and_published_before_anyone_searches(
         assert other.lexical.stats()["delta_docs"] == 0
     finally:
         other.close()
+
+
+def test_a_folder_sync_is_followed_like_a_bulk_write(tmp_path: Path) -> None:
+    """sync() tells the follower how many chunks it added (and removed)."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    for i in range(6):
+        (notes / f"n{i}.md").write_text(f"# note {i}\n\nlisbon porto garden {i}\n")
+    with mindfile.open(tmp_path / "s.db", embedder="hash") as mem:
+        seen: list[int] = []
+        mem._follower = IdleFollower(lambda: seen.append(1), idle=0.05, min_chunks=6)
+        report = mem.sync([notes])
+        assert report.chunks_added >= 6
+        assert _wait_for(lambda: seen == [1])
