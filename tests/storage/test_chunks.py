@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,3 +42,49 @@ def test_rowids_vectors_and_fts_rows_line_up_across_statements(tmp_path: Path) -
         for i in (0, ROWS_PER_INSERT - 1, ROWS_PER_INSERT, n - 1):
             hit = db.query("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?", (f"word{i}x",))
             assert hit == [(ids[i],)]
+
+
+FTS_ROWS = (
+    "SELECT c.chunk_id, f.chunk_text, f.context_before, f.context_after "
+    "FROM chunks_fts f JOIN chunks c ON c.id = f.rowid ORDER BY c.chunk_id"
+)
+
+
+def test_store_many_writes_a_batch_like_one_store_at_a_time(tmp_path: Path) -> None:
+    """store_many writes its new chunks together at the end (multi-row statements) and
+    extends repeated ones after: the rows are the same as storing event by event, with
+    texts repeated within the batch and across batches, neighbour context, importance,
+    expiry and times."""
+    import mindfile
+
+    texts = ["the lake", "a heron", "the lake", "bread", "a heron", "the lake", "tea"]
+
+    def events(start: int) -> list[tuple[Any, ...]]:
+        return [
+            (f"s{i % 2}", start + i, texts[i % len(texts)], None, f"2026-01-{1 + i:02d}")
+            for i in range(len(texts) + 3)
+        ]
+
+    def rows(mem: mindfile.Mindfile) -> list[tuple[Any, ...]]:
+        return mem.db.query(
+            "SELECT chunk_id, session_id, chunk_text, sequence_start, sequence_end, "
+            "context_before, context_after, importance, expires_at, occurred_at, "
+            "(SELECT count(*) FROM chunks_vec v WHERE v.chunk_rowid = c.id) "
+            "FROM chunks c ORDER BY chunk_id"
+        )
+
+    with mindfile.open(tmp_path / "batch.db", embedder="hash") as batch:
+        batch.store_many(events(1), importance=0.7)
+        batch.store_many(events(100), importance=0.4, ttl=3600)
+        batched = rows(batch)
+        fts_batched = batch.db.query(FTS_ROWS)
+    with mindfile.open(tmp_path / "one.db", embedder="hash") as one:
+        for importance, ttl, evs in ((0.7, None, events(1)), (0.4, 3600, events(100))):
+            for sid, seq, text, _meta, when in evs:
+                one.store(sid, seq, text, importance=importance, ttl=ttl, occurred_at=when)
+        single = rows(one)
+        fts_single = one.db.query(FTS_ROWS)
+    assert fts_batched == fts_single and len(fts_single) == len(single)
+    strip = [r[:8] + r[9:] for r in batched]  # expires_at depends on the wall clock
+    assert strip == [r[:8] + r[9:] for r in single]
+    assert [r[8] is None for r in batched] == [r[8] is None for r in single]

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from mindfile.errors import ConflictError, ScopeError
 from mindfile.index.pipeline import PreparedEvent
 from mindfile.storage import changes
-from mindfile.storage.chunks import ChunkRow, insert_chunk
+from mindfile.storage.chunks import ChunkRow, insert_chunks
 from mindfile.storage.db import Database
 from mindfile.types import MemoryRecord, SessionInfo
 
@@ -300,6 +300,13 @@ def write_events(
     cursors: dict[str, _SessionCursor] = {}
     after = _next_heads(events) if neighbor_context else [""] * len(events)
     known = _existing_chunks(db, events)
+    # New chunks are written together at the end, in multi-row statements (one statement
+    # per chunk made FTS5 flush a one-chunk segment at each: insert_chunks), and the
+    # chunks repeated within the batch are extended after that, in their order.
+    pending: list[ChunkRow] = []
+    pending_vectors: list[Any] = []
+    pending_at: dict[tuple[str, str], int] = {}
+    extends: list[tuple[tuple[Any, ...], int | None, int]] = []
     offset = 0
     added = 0
     for i, event in enumerate(events):
@@ -333,18 +340,11 @@ def write_events(
             db.execute(SET_CONTEXT_AFTER, (event.chunks[0].text[:CONTEXT_CHARS], sid, cur.newest))
         before = cur.previous_text if neighbor_context and cur.newest is not None else ""
         for chunk, vector in zip(event.chunks, rows, strict=True):
-            existing = known.get((sid, chunk.content_hash))
-            if existing is not None:
-                db.execute(
-                    EXTEND_CHUNK,
-                    (
-                        event.sequence,
-                        event.importance,
-                        event.expires_at,
-                        existing,
-                        event.occurred_at,
-                    ),
-                )
+            key = (sid, chunk.content_hash)
+            existing = known.get(key)
+            if existing is not None or key in pending_at:
+                extend = (event.sequence, event.importance, event.expires_at, event.occurred_at)
+                extends.append((extend, existing, pending_at.get(key, -1)))
                 continue
             new = ChunkRow(
                 sid,
@@ -359,11 +359,17 @@ def write_events(
                 after[i],
                 occurred_at=event.occurred_at,
             )
-            known[(sid, chunk.content_hash)] = insert_chunk(db, new, vector, model_id, now)
+            pending_at[key] = len(pending)
+            pending.append(new)
+            pending_vectors.append(vector)
             added += 1
         cur.last = cur.newest = event.sequence
         cur.first = False
         cur.previous_text = event.chunks[-1].text[-CONTEXT_CHARS:] if event.chunks else ""
+    rowids = insert_chunks(db, pending, pending_vectors, model_id, now) if pending else []
+    for (sequence, importance, expires_at, occurred_at), existing, at in extends:
+        rowid = existing if existing is not None else rowids[at]
+        db.execute(EXTEND_CHUNK, (sequence, importance, expires_at, rowid, occurred_at))
     for sid, cur in cursors.items():
         db.execute(RAISE_HIGH_WATER, (sid, cur.last))
         db.execute(SET_LAST_SEQUENCE, (sid, cur.last, now))
