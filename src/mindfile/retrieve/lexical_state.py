@@ -9,6 +9,7 @@ import threading
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -586,6 +587,24 @@ def _keep(
     return keep
 
 
+def _allowed_windows(mask: tuple[Any, ...], n_win: int) -> npt.NDArray[np.bool_]:
+    """The windows holding at least one document the filter ``mask`` allows."""
+    sessions, doc_session, allowed, doc_rowid = mask
+    ok = np.ones(n_win, dtype=bool)
+    if allowed is not None:
+        allowed = np.asarray(allowed, dtype=np.int64)
+        at = np.searchsorted(doc_rowid, allowed)
+        inside = at < len(doc_rowid)
+        at = at[inside][doc_rowid[at[inside]] == allowed[inside]]
+        ok[:] = False
+        ok[at >> WINDOW_SHIFT] = True
+    if sessions is not None:
+        in_sessions = np.zeros(n_win, dtype=bool)
+        in_sessions[np.flatnonzero(np.isin(doc_session, sessions)) >> WINDOW_SHIFT] = True
+        ok &= in_sessions
+    return ok
+
+
 def _top_pruned(
     pub: _Published,
     wanted: list[tuple[float, int]],
@@ -626,6 +645,8 @@ def _top_pruned(
             bound += _window_max(contrib, docs, n_win)
             terms.append((idf, s, e, None, contrib))
     bound *= 1.0 + _PAD
+    if mask is not None:  # windows without an allowed document hold nothing to find
+        bound[~_allowed_windows(mask, n_win)] = 0.0
     rank = np.empty(n_win, dtype=np.int64)
 
     def scored(
