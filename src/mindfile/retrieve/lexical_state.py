@@ -34,8 +34,9 @@ WINDOW_SHIFT = 4
 PRUNE_FROM = 200_000
 #: A term's postings from which its window bounds are cached (below: computed per query).
 _CACHE_FROM = 1 << 14
-#: Bytes of window bounds one generation caches per process (five a window a term).
-_CACHE_BYTES = 128 << 20
+#: Bytes of window bounds one generation caches per process (three a window a term:
+#: at 1M chunks ~200 KB a term, 64 MB ~330 common terms; least recently computed go).
+_CACHE_BYTES = 64 << 20
 #: Cached bounds are computed for an average length this much above the current one,
 #: so they stay upper bounds while the average grows by up to that much.
 _AVGDL_SLACK = 1.02
@@ -250,6 +251,31 @@ class Delta:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Offsets:
+    """Where each window's postings of a term start, relative to its first, in two bytes
+    a window: ``high[w >> _SPAN] + low[w]`` (a span of ``2**_SPAN`` windows holds at most
+    ``2**(_SPAN + WINDOW_SHIFT)`` postings of a term, below 65,536)."""
+
+    high: npt.NDArray[np.int64]
+    low: npt.NDArray[np.uint16]
+
+    @staticmethod
+    def pack(off: npt.NDArray[np.int64]) -> _Offsets:
+        span = _span()
+        high = np.ascontiguousarray(off[:: 1 << span])
+        low = (off - np.repeat(high, 1 << span)[: len(off)]).astype(np.uint16)
+        return _Offsets(high, low)
+
+    def __getitem__(self, windows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        out: npt.NDArray[np.int64] = self.high[windows >> _span()] + self.low[windows]
+        return out
+
+
+def _span() -> int:
+    return 15 - WINDOW_SHIFT
+
+
 class _Published:
     """One published generation as this process sees it: the mapped arrays, and which
     of its documents are still alive here (tombstones are per process)."""
@@ -263,7 +289,7 @@ class _Published:
         self.windows = (len(seg) + (1 << WINDOW_SHIFT) - 1) >> WINDOW_SHIFT
         #: term number -> (average length the bounds hold up to, the term's largest
         #: ``_contrib / idf`` per window quantised upwards, its window offsets)
-        self._bounds: dict[int, tuple[float, npt.NDArray[np.uint8], npt.NDArray[np.int32]]]
+        self._bounds: dict[int, tuple[float, npt.NDArray[np.uint8], _Offsets]]
         self._bounds = {}
         self._lock = threading.Lock()
 
@@ -281,9 +307,7 @@ class _Published:
         self.kill(at)
         return True
 
-    def bounds(
-        self, term: int, avgdl: float
-    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int32]]:
+    def bounds(self, term: int, avgdl: float) -> tuple[npt.NDArray[np.uint8], _Offsets]:
         """``term``'s largest contribution per window divided by its IDF, quantised
         upwards (an upper bound for any average length up to the cached one), and where
         each window's postings of it start (relative to its first; windows + 1), cached."""
@@ -296,15 +320,16 @@ class _Published:
         docs = seg.post_doc[s:e]
         g = _contrib(1.0, np.asarray(seg.post_tf[s:e], np.float64), seg.doc_len[docs], cap)
         top = _quantise(_window_max(g, docs, self.windows))
-        off = np.zeros(self.windows + 1, dtype=np.int32)
+        off = np.zeros(self.windows + 1, dtype=np.int64)
         np.cumsum(np.bincount(docs >> WINDOW_SHIFT, minlength=self.windows), out=off[1:])
+        packed = _Offsets.pack(off)
         with self._lock:
             self._bounds.pop(term, None)
-            budget = max(1, _CACHE_BYTES // max(1, 5 * self.windows))
+            budget = max(1, _CACHE_BYTES // max(1, 3 * self.windows))
             while len(self._bounds) >= budget:
                 del self._bounds[next(iter(self._bounds))]
-            self._bounds[term] = (cap, top, off)
-        return top, off
+            self._bounds[term] = (cap, top, packed)
+        return top, packed
 
 
 class State:
@@ -629,9 +654,7 @@ def _top_pruned(
     bound = np.zeros(n_win, dtype=np.float64)
     # per term: (idf, its postings' span, its window offsets when cached, its
     # contributions when computed up front)
-    terms: list[
-        tuple[float, int, int, npt.NDArray[np.int32] | None, npt.NDArray[np.float64] | None]
-    ] = []
+    terms: list[tuple[float, int, int, _Offsets | None, npt.NDArray[np.float64] | None]] = []
     for idf, ti in wanted:
         s, e = int(seg.post_off[ti]), int(seg.post_off[ti + 1])
         if e - s >= _CACHE_FROM:
@@ -660,7 +683,7 @@ def _top_pruned(
         for idf, s, e, off, contrib in terms:
             post = seg.post_doc[s:e]
             if off is not None:
-                at = _ranges(off[windows].astype(np.int64), off[windows + 1].astype(np.int64))
+                at = _ranges(off[windows], off[windows + 1])
             else:
                 at = _ranges(np.searchsorted(post, lo_edge), np.searchsorted(post, hi_edge))
             if not len(at):
