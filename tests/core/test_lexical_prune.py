@@ -112,3 +112,15 @@ def test_score_prunes_a_large_query_and_answers_like_the_exhaustive_scan(
     assert ls.STATS is not None and len(ls.STATS) == 3  # the pruned path answered each
     for windows, _batches, scored, _found in ls.STATS:
         assert scored < windows // 2
+
+
+@pytest.mark.parametrize("shift", [0, 4, 12])
+def test_packed_window_offsets_read_back(shift: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ls, "WINDOW_SHIFT", shift)
+    rng = np.random.default_rng(shift)
+    n_win = 5_000
+    off = np.zeros(n_win + 1, dtype=np.int64)
+    np.cumsum(rng.integers(0, (1 << shift) + 1, size=n_win), out=off[1:])
+    packed = ls._Offsets.pack(off)
+    assert np.array_equal(packed[np.arange(n_win + 1, dtype=np.int64)], off)
+    assert packed.low.dtype == np.uint16
