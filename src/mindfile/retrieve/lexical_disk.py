@@ -173,8 +173,8 @@ class Segment:
     def __len__(self) -> int:
         return len(self.doc_rowid)
 
-    def postings(self, term: str) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]] | None:
-        """The documents holding ``term`` and their weighted frequencies (views)."""
+    def term_index(self, term: str) -> int | None:
+        """The number of ``term`` in this generation, or None."""
         key = term_hash(term)
         i = int(np.searchsorted(self.term_hash, key))
         if i >= len(self.term_hash) or int(self.term_hash[i]) != key:
@@ -182,6 +182,13 @@ class Segment:
         text = bytes(self.term_bytes[int(self.term_off[i]) : int(self.term_off[i + 1])])
         if text != term.encode("utf-8", "surrogatepass"):
             return None  # a hash collision with another term: not this one
+        return i
+
+    def postings(self, term: str) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]] | None:
+        """The documents holding ``term`` and their weighted frequencies (views)."""
+        i = self.term_index(term)
+        if i is None:
+            return None
         s, e = int(self.post_off[i]), int(self.post_off[i + 1])
         return self.post_doc[s:e], self.post_tf[s:e]
 

@@ -5,9 +5,11 @@ scoring over all of them with shared statistics (FTS5's ``bm25()`` formula)."""
 from __future__ import annotations
 
 import math
+import threading
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +22,48 @@ __all__ = ["IDF_FLOOR", "K1", "B", "Batch", "Delta", "State", "analyse_batch", "
 K1 = 1.2
 B = 0.75
 IDF_FLOOR = 1e-6
+
+#: Block-max pruning of a published generation (:meth:`State.score`): its documents in
+#: windows of ``2**WINDOW_SHIFT``, each with an upper bound of every query term's
+#: contribution there. Windows must be small for the bounds to be tight: a sum of
+#: per-term maxima over a window only approaches a real document's score when the window
+#: holds few documents (at 1M chunks, windows of 32 documents leave ~14% of the postings
+#: to score, of 1,024 ~97%, of 4,096 all; 16 measured fastest).
+WINDOW_SHIFT = 4
+#: A query's postings in a generation from which pruning is tried (below: exhaustive).
+PRUNE_FROM = 200_000
+#: A term's postings from which its window bounds are cached (below: computed per query).
+_CACHE_FROM = 1 << 14
+#: Bytes of window bounds one generation caches per process (three a window a term:
+#: at 1M chunks ~200 KB a term, 64 MB ~330 common terms; least recently computed go).
+_CACHE_BYTES = 64 << 20
+#: Cached bounds are computed for an average length this much above the current one,
+#: so they stay upper bounds while the average grows by up to that much.
+_AVGDL_SLACK = 1.02
+#: A term's contribution divided by its IDF is below ``K1 + 1``: bounds are stored as
+#: ``ceil(255 * bound / (K1 + 1))``, one byte.
+_QUANT = (K1 + 1.0) / 255.0
+#: Relative pad of the window bounds against float rounding (the scores themselves are
+#: computed exactly as the exhaustive path computes them).
+_PAD = 1e-6
+#: Windows scored first (best bounds first; each further batch twice as many), or a
+#: 64th of the windows if more.
+_FIRST_WINDOWS = 64
+#: When a list, each pruned search appends (windows, batches, windows scored, documents
+#: held at the end) to it (for benchmarks and tests).
+STATS: list[tuple[int, int, int, int]] | None = None
+
+
+def _contrib(
+    idf: float,
+    freq: npt.NDArray[np.float64],
+    lengths: npt.NDArray[np.float32],
+    avgdl: float,
+) -> npt.NDArray[np.float64]:
+    """One term's BM25 contribution per posting (FTS5's formula); every path scores
+    with this one expression, so pruned and exhaustive scores are the same floats."""
+    norm = K1 * (1.0 - B + B * lengths / avgdl)
+    return idf * freq * (K1 + 1.0) / (freq + norm)
 
 
 class _Ids(dict[str, int]):
@@ -194,8 +238,7 @@ class Delta:
         docs = np.array(self.post_docs[tid], dtype=np.int32)
         freq = np.array(self.post_tf[tid], dtype=np.float64)
         lengths = np.frombuffer(self.doc_len, dtype=np.float32)[docs]
-        norm = K1 * (1.0 - B + B * lengths / avgdl)
-        return docs, idf * freq * (K1 + 1.0) / (freq + norm)
+        return docs, _contrib(idf, freq, lengths, avgdl)
 
     def mask(self, where: VectorFilter | None) -> _Mask:
         if where is None:
@@ -208,6 +251,31 @@ class Delta:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Offsets:
+    """Where each window's postings of a term start, relative to its first, in two bytes
+    a window: ``high[w >> _SPAN] + low[w]`` (a span of ``2**_SPAN`` windows holds at most
+    ``2**(_SPAN + WINDOW_SHIFT)`` postings of a term, below 65,536)."""
+
+    high: npt.NDArray[np.int64]
+    low: npt.NDArray[np.uint16]
+
+    @staticmethod
+    def pack(off: npt.NDArray[np.int64]) -> _Offsets:
+        span = _span()
+        high = np.ascontiguousarray(off[:: 1 << span])
+        low = (off - np.repeat(high, 1 << span)[: len(off)]).astype(np.uint16)
+        return _Offsets(high, low)
+
+    def __getitem__(self, windows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        out: npt.NDArray[np.int64] = self.high[windows >> _span()] + self.low[windows]
+        return out
+
+
+def _span() -> int:
+    return 15 - WINDOW_SHIFT
+
+
 class _Published:
     """One published generation as this process sees it: the mapped arrays, and which
     of its documents are still alive here (tombstones are per process)."""
@@ -218,6 +286,12 @@ class _Published:
         self.n_alive = len(seg)
         self.total = seg.total_len
         self.dead = 0
+        self.windows = (len(seg) + (1 << WINDOW_SHIFT) - 1) >> WINDOW_SHIFT
+        #: term number -> (average length the bounds hold up to, the term's largest
+        #: ``_contrib / idf`` per window quantised upwards, its window offsets)
+        self._bounds: dict[int, tuple[float, npt.NDArray[np.uint8], _Offsets]]
+        self._bounds = {}
+        self._lock = threading.Lock()
 
     def kill(self, at: int) -> None:
         if self.alive[at]:
@@ -232,6 +306,30 @@ class _Published:
             return False
         self.kill(at)
         return True
+
+    def bounds(self, term: int, avgdl: float) -> tuple[npt.NDArray[np.uint8], _Offsets]:
+        """``term``'s largest contribution per window divided by its IDF, quantised
+        upwards (an upper bound for any average length up to the cached one), and where
+        each window's postings of it start (relative to its first; windows + 1), cached."""
+        hit = self._bounds.get(term)
+        if hit is not None and avgdl <= hit[0]:
+            return hit[1], hit[2]
+        seg = self.seg
+        cap = avgdl * _AVGDL_SLACK
+        s, e = int(seg.post_off[term]), int(seg.post_off[term + 1])
+        docs = seg.post_doc[s:e]
+        g = _contrib(1.0, np.asarray(seg.post_tf[s:e], np.float64), seg.doc_len[docs], cap)
+        top = _quantise(_window_max(g, docs, self.windows))
+        off = np.zeros(self.windows + 1, dtype=np.int64)
+        np.cumsum(np.bincount(docs >> WINDOW_SHIFT, minlength=self.windows), out=off[1:])
+        packed = _Offsets.pack(off)
+        with self._lock:
+            self._bounds.pop(term, None)
+            budget = max(1, _CACHE_BYTES // max(1, 3 * self.windows))
+            while len(self._bounds) >= budget:
+                del self._bounds[next(iter(self._bounds))]
+            self._bounds[term] = (cap, top, packed)
+        return top, packed
 
 
 class State:
@@ -317,44 +415,38 @@ class State:
         deltas = self.deltas()
         total = sum(p.total for p in self.published) + sum(d.total_len for d in deltas)
         avgdl = total / n_alive
-        pub_parts: list[list[tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]]] = [
-            [] for _ in self.published
-        ]
+        #: per published generation: (idf, term number) of the query's terms it holds
+        pub_terms: list[list[tuple[float, int]]] = [[] for _ in self.published]
         delta_parts: list[list[tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]]] = [
             [] for _ in deltas
         ]
         for term in terms:
-            found = [p.seg.postings(term) for p in self.published]
+            found = [p.seg.term_index(term) for p in self.published]
             n = 0
-            for pub, hit in zip(self.published, found, strict=True):
-                if hit is not None:
-                    docs = np.asarray(hit[0])
-                    n += int(np.count_nonzero(pub.alive[docs])) if pub.dead else len(docs)
+            for pub, ti in zip(self.published, found, strict=True):
+                if ti is not None:
+                    s, e = int(pub.seg.post_off[ti]), int(pub.seg.post_off[ti + 1])
+                    if pub.dead:
+                        n += int(np.count_nonzero(pub.alive[pub.seg.post_doc[s:e]]))
+                    else:
+                        n += e - s
             for delta in deltas:
                 tid = delta.term_ids.get(term)
                 n += delta.df[tid] if tid is not None else 0
             if n <= 0:
                 continue
             idf = max(math.log((n_alive - n + 0.5) / (n + 0.5)), IDF_FLOOR)
-            for pub, hit, parts in zip(self.published, found, pub_parts, strict=True):
-                if hit is not None and len(hit[0]):
-                    docs = np.asarray(hit[0])
-                    freq = np.asarray(hit[1], dtype=np.float64)
-                    norm = K1 * (1.0 - B + B * np.asarray(pub.seg.doc_len)[docs] / avgdl)
-                    parts.append((docs, idf * freq * (K1 + 1.0) / (freq + norm)))
+            for ti, wanted in zip(found, pub_terms, strict=True):
+                if ti is not None:
+                    wanted.append((idf, ti))
             for delta, parts in zip(deltas, delta_parts, strict=True):
                 part = delta.scored(term, idf, avgdl)
                 if part is not None:
                     parts.append(part)
         hits: list[tuple[int, float]] = []
-        for pub, parts in zip(self.published, pub_parts, strict=True):
-            if parts:
-                seg = pub.seg
-                mask = None
-                if where is not None:
-                    rowids = np.asarray(seg.doc_rowid)
-                    mask = _mask(where, seg.session_codes, np.asarray(seg.doc_session), rowids)
-                hits += _top(parts, len(seg), pub.alive, np.asarray(seg.doc_rowid), mask, k)
+        for pub, wanted in zip(self.published, pub_terms, strict=True):
+            if wanted:
+                hits += self._published_top(pub, wanted, avgdl, where, k)
         for delta, parts in zip(deltas, delta_parts, strict=True):
             if parts:
                 hits += _top(
@@ -368,6 +460,38 @@ class State:
         # Best first; equal scores: higher rowid (more recent) first, like the SQL legs.
         hits.sort(key=lambda h: (-h[1], -h[0]))
         return hits[:k]
+
+    @staticmethod
+    def _published_top(
+        pub: _Published,
+        wanted: list[tuple[float, int]],
+        avgdl: float,
+        where: VectorFilter | None,
+        k: int,
+        prune: bool | None = None,
+    ) -> list[tuple[int, float]]:
+        """The top ``k`` of one published generation: block-max pruned when the query's
+        postings there are many (``prune`` forces the choice, for tests)."""
+        seg = pub.seg
+        mask = None
+        if where is not None:
+            rowids = np.asarray(seg.doc_rowid)
+            mask = _mask(where, seg.session_codes, np.asarray(seg.doc_session), rowids)
+        if prune is None:
+            size = sum(int(seg.post_off[ti + 1]) - int(seg.post_off[ti]) for _, ti in wanted)
+            prune = size >= PRUNE_FROM and pub.windows >= 4 * _FIRST_WINDOWS
+        if prune:
+            return _top_pruned(pub, wanted, avgdl, mask, k)
+        parts = []
+        for idf, ti in wanted:
+            s, e = int(seg.post_off[ti]), int(seg.post_off[ti + 1])
+            if e > s:
+                docs = seg.post_doc[s:e]
+                freq = np.asarray(seg.post_tf[s:e], dtype=np.float64)
+                parts.append((docs, _contrib(idf, freq, seg.doc_len[docs], avgdl)))
+        if not parts:
+            return []
+        return _top(parts, len(seg), pub.alive, np.asarray(seg.doc_rowid), mask, k)
 
 
 #: A filter over one side's documents: (allowed session codes or None, each document's
@@ -447,3 +571,174 @@ def _top(
     found = rowids[candidates[top]]
     order = np.lexsort((-found, -cand_scores[top]))[:k]
     return [(int(found[i]), float(cand_scores[top][i])) for i in order]
+
+
+def _window_max(
+    values: npt.NDArray[np.float64], docs: npt.NDArray[np.int32], windows: int
+) -> npt.NDArray[np.float64]:
+    """The largest of ``values`` in each window of ``docs`` (ascending); 0 if none."""
+    out = np.zeros(windows, dtype=np.float64)
+    if len(docs):
+        win = docs >> WINDOW_SHIFT
+        starts = np.flatnonzero(np.concatenate(([True], win[1:] != win[:-1])))
+        out[win[starts]] = np.maximum.reduceat(values, starts)
+    return out
+
+
+def _quantise(bound: npt.NDArray[np.float64]) -> npt.NDArray[np.uint8]:
+    """``bound`` (each below ``K1 + 1``) in bytes of ``_QUANT``, rounded up."""
+    return np.minimum(np.ceil(bound / _QUANT) + 1.0, 255.0).astype(np.uint8)
+
+
+def _ranges(starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The concatenated ``arange(s, e)`` of each pair."""
+    lens = ends - starts
+    total = int(lens.sum())
+    shift = starts - np.cumsum(lens) + lens
+    out: npt.NDArray[np.int64] = np.arange(total, dtype=np.int64) + np.repeat(shift, lens)
+    return out
+
+
+def _keep(
+    docs: npt.NDArray[np.int64], alive: npt.NDArray[np.bool_], mask: _Mask
+) -> npt.NDArray[np.bool_]:
+    keep = alive[docs]
+    if mask is not None:
+        sessions, doc_session, allowed, doc_rowid = mask
+        if sessions is not None:
+            keep &= np.isin(doc_session[docs], sessions)
+        if allowed is not None:
+            keep &= np.isin(doc_rowid[docs], allowed)
+    return keep
+
+
+def _allowed_windows(mask: tuple[Any, ...], n_win: int) -> npt.NDArray[np.bool_]:
+    """The windows holding at least one document the filter ``mask`` allows."""
+    sessions, doc_session, allowed, doc_rowid = mask
+    ok = np.ones(n_win, dtype=bool)
+    if allowed is not None:
+        allowed = np.asarray(allowed, dtype=np.int64)
+        at = np.searchsorted(doc_rowid, allowed)
+        inside = at < len(doc_rowid)
+        at = at[inside][doc_rowid[at[inside]] == allowed[inside]]
+        ok[:] = False
+        ok[at >> WINDOW_SHIFT] = True
+    if sessions is not None:
+        in_sessions = np.zeros(n_win, dtype=bool)
+        in_sessions[np.flatnonzero(np.isin(doc_session, sessions)) >> WINDOW_SHIFT] = True
+        ok &= in_sessions
+    return ok
+
+
+def _top_pruned(
+    pub: _Published,
+    wanted: list[tuple[float, int]],
+    avgdl: float,
+    mask: _Mask,
+    k: int,
+) -> list[tuple[int, float]]:
+    """:func:`_top` of one published generation, skipping the windows of documents that
+    cannot reach the top ``k`` (block-max pruning), with exactly its answer.
+
+    A window's bound is the sum over the query's terms of the term's largest
+    contribution in it (padded against rounding; for the common terms from per-process
+    cached bytes, see :meth:`_Published.bounds`). Windows are scored exactly (all the
+    query's postings in them, summed in the query's term order as :func:`_top`'s
+    ``bincount`` sums them, with the same :func:`_contrib`), best bounds first, in
+    batches doubling in size. Once ``k`` live allowed documents are held, the k-th best
+    score ``theta`` is a lower bound of the final k-th, and only the windows whose bound
+    reaches ``theta`` can hold a document of the top ``k`` or one tied with its last:
+    the scan ends when no open window's bound reaches it."""
+    seg = pub.seg
+    n_win = pub.windows
+    bound = np.zeros(n_win, dtype=np.float64)
+    # per term: (idf, its postings' span, its window offsets when cached, its
+    # contributions when computed up front)
+    terms: list[tuple[float, int, int, _Offsets | None, npt.NDArray[np.float64] | None]] = []
+    for idf, ti in wanted:
+        s, e = int(seg.post_off[ti]), int(seg.post_off[ti + 1])
+        if e - s >= _CACHE_FROM:
+            top, off = pub.bounds(ti, avgdl)
+            bound += (idf * _QUANT) * top
+            terms.append((idf, s, e, off, None))
+        elif e > s:
+            docs = seg.post_doc[s:e]
+            freq = np.asarray(seg.post_tf[s:e], dtype=np.float64)
+            contrib = _contrib(idf, freq, seg.doc_len[docs], avgdl)
+            bound += _window_max(contrib, docs, n_win)
+            terms.append((idf, s, e, None, contrib))
+    bound *= 1.0 + _PAD
+    if mask is not None:  # windows without an allowed document hold nothing to find
+        bound[~_allowed_windows(mask, n_win)] = 0.0
+    rank = np.empty(n_win, dtype=np.int64)
+
+    def scored(
+        windows: npt.NDArray[np.int64],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """The live allowed documents of ``windows`` (ascending) and their scores."""
+        rank[windows] = np.arange(len(windows))
+        lo_edge, hi_edge = windows << WINDOW_SHIFT, (windows + 1) << WINDOW_SHIFT
+        local_parts: list[npt.NDArray[np.int64]] = []
+        weight_parts: list[npt.NDArray[np.float64]] = []
+        for idf, s, e, off, contrib in terms:
+            post = seg.post_doc[s:e]
+            if off is not None:
+                at = _ranges(off[windows], off[windows + 1])
+            else:
+                at = _ranges(np.searchsorted(post, lo_edge), np.searchsorted(post, hi_edge))
+            if not len(at):
+                continue
+            docs = post[at].astype(np.int64)
+            if contrib is None:
+                freq = seg.post_tf[s:e][at].astype(np.float64)
+                weight_parts.append(_contrib(idf, freq, seg.doc_len[docs], avgdl))
+            else:
+                weight_parts.append(contrib[at])
+            local_parts.append(
+                (rank[docs >> WINDOW_SHIFT] << WINDOW_SHIFT) | (docs & ((1 << WINDOW_SHIFT) - 1))
+            )
+        if not local_parts:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64)
+        sums = np.bincount(
+            np.concatenate(local_parts),
+            weights=np.concatenate(weight_parts),
+            minlength=len(windows) << WINDOW_SHIFT,
+        )
+        hit = np.flatnonzero(sums > 0.0)
+        found: npt.NDArray[np.int64] = (windows[hit >> WINDOW_SHIFT] << WINDOW_SHIFT) | (
+            hit & ((1 << WINDOW_SHIFT) - 1)
+        )
+        keep = _keep(found, pub.alive, mask)
+        hit_scores = np.asarray(sums[hit][keep], dtype=np.float64)
+        return found[keep], hit_scores
+
+    # The best windows first, in growing batches: each raises theta, which closes the
+    # windows whose bound is below it.
+    open_ = bound > 0.0
+    pool_doc, pool_score = np.zeros(0, np.int64), np.zeros(0, np.float64)
+    step = max(_FIRST_WINDOWS, n_win >> 6)
+    theta, batches, scored_windows = 0.0, 0, 0
+    while True:
+        todo = np.flatnonzero(open_ & (bound >= theta) if theta > 0.0 else open_)
+        if not len(todo):
+            break
+        if len(todo) > step:
+            todo = np.sort(todo[np.argpartition(-bound[todo], step - 1)[:step]])
+        open_[todo] = False
+        more_doc, more_score = scored(todo)
+        batches, scored_windows = batches + 1, scored_windows + len(todo)
+        pool_doc = np.concatenate([pool_doc, more_doc])
+        pool_score = np.concatenate([pool_score, more_score])
+        if len(pool_doc) >= k:
+            theta = float(-np.partition(-pool_score, k - 1)[k - 1])
+            # Every score tied with the k-th competes (as in _top).
+            held = pool_score >= theta
+            pool_doc, pool_score = pool_doc[held], pool_score[held]
+        step *= 2
+    if STATS is not None:
+        STATS.append((n_win, batches, scored_windows, len(pool_doc)))
+    if not len(pool_doc):
+        return []
+    found = np.asarray(seg.doc_rowid)[pool_doc]
+    order = np.lexsort((-found, -pool_score))[:k]
+    return [(int(found[i]), float(pool_score[i])) for i in order]

@@ -1,0 +1,126 @@
+"""Block-max pruning of the BM25 leg over a published generation (``_top_pruned``): it
+must answer exactly what the exhaustive scan answers (same chunks, same float scores,
+same tie order) with tombstones and filters, and it must actually skip work."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mindfile.retrieve import lexical_state as ls
+from mindfile.retrieve.lexical_disk import Flat, Segment, merge
+from mindfile.vector.base import VectorFilter
+
+
+def _generation(
+    folder: Path, rng: np.random.Generator, n_docs: int, df: list[int], tfs: list[float]
+) -> tuple[Segment, list[str]]:
+    """A published generation of ``n_docs`` documents and one term per ``df`` entry
+    (held by that many random documents, frequencies and lengths from few values, so
+    scores often tie)."""
+    terms = [f"t{i}" for i in range(len(df))]
+    docs = [np.sort(rng.choice(n_docs, size=min(d, n_docs), replace=False)) for d in df]
+    flat = Flat(
+        terms=terms,
+        counts=np.array([len(d) for d in docs], dtype=np.int64),
+        doc=np.concatenate(docs).astype(np.int32),
+        tf=rng.choice(np.array(tfs, dtype=np.float32), size=sum(len(d) for d in docs)),
+        rowid=np.arange(1, n_docs + 1, dtype=np.int64) * 3,
+        length=rng.choice(np.array([3, 5, 8, 40], dtype=np.float32), size=n_docs),
+        session=[f"s{i % 4}" for i in range(n_docs)],
+        alive=np.ones(n_docs, dtype=bool),
+    )
+    gen, n, p, total = merge(folder, None, None, flat)
+    return Segment(folder, gen, n, p, total), terms
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_docs=st.integers(1, 700),
+    df=st.lists(st.integers(1, 700), min_size=1, max_size=6),
+    tfs=st.lists(st.sampled_from([0.5, 1.0, 2.0, 3.0, 7.0]), min_size=1, max_size=3),
+    k=st.integers(1, 40),
+    dead=st.floats(0.0, 0.9),
+    sessions=st.none() | st.lists(st.sampled_from(["s0", "s1", "s2", "s3", "nope"])),
+    rowid_share=st.none() | st.floats(0.0, 1.0),
+    shift=st.integers(0, 4),
+    cache_from=st.sampled_from([1, 50, 10**9]),
+    first=st.sampled_from([1, 2, 64]),
+)
+def test_pruned_top_k_is_exactly_the_exhaustive_one(
+    seed: int,
+    n_docs: int,
+    df: list[int],
+    tfs: list[float],
+    k: int,
+    dead: float,
+    sessions: list[str] | None,
+    rowid_share: float | None,
+    shift: int,
+    cache_from: int,
+    first: int,
+) -> None:
+    rng = np.random.default_rng(seed)
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ls, "WINDOW_SHIFT", shift)
+        mp.setattr(ls, "_CACHE_FROM", cache_from)
+        mp.setattr(ls, "_FIRST_WINDOWS", first)  # small: many batches, windows skipped
+        seg, terms = _generation(Path(tmp), rng, n_docs, df, tfs)
+        state = ls.State(None, [seg])
+        pub = state.published[0]
+        for at in np.flatnonzero(rng.random(n_docs) < dead).tolist():
+            pub.kill(at)
+        rowids = None
+        if rowid_share is not None:
+            rowids = np.sort(rng.choice(np.asarray(seg.doc_rowid), int(rowid_share * n_docs)))
+        where = None if sessions is None and rowids is None else VectorFilter(sessions, rowids)
+        # idf as State.score gives it, query terms in random order, repeats allowed
+        query = list(rng.choice(terms, size=int(rng.integers(1, 2 * len(terms) + 1))))
+        wanted = []
+        for term in query:
+            ti = seg.term_index(term)
+            assert ti is not None
+            wanted.append((float(rng.choice([1e-6, 0.3, 1.7])), ti))
+        # the cached bounds must stay bounds when the average length moves
+        avgdl = pub.total / max(1, pub.n_alive)
+        for factor in (1.0, 0.5, 3.0, 1.0):
+            exhaustive = state._published_top(pub, wanted, avgdl * factor, where, k, prune=False)
+            pruned = state._published_top(pub, wanted, avgdl * factor, where, k, prune=True)
+            assert pruned == exhaustive
+
+
+def test_score_prunes_a_large_query_and_answers_like_the_exhaustive_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A common term in every document, a rarer one in a few: the documents holding both
+    # sit in few windows, so most windows are skipped.
+    rng = np.random.default_rng(7)
+    seg, terms = _generation(tmp_path, rng, 20_000, [20_000, 30, 5_000], [1.0, 2.0])
+    state = ls.State(None, [seg])
+    monkeypatch.setattr(ls, "PRUNE_FROM", 10**12)
+    exhaustive = [state.score(terms, k, None) for k in (1, 10, 150)]
+    monkeypatch.setattr(ls, "PRUNE_FROM", 1_000)
+    monkeypatch.setattr(ls, "STATS", [])
+    pruned = [state.score(terms, k, None) for k in (1, 10, 150)]
+    assert pruned == exhaustive
+    assert ls.STATS is not None and len(ls.STATS) == 3  # the pruned path answered each
+    for windows, _batches, scored, _found in ls.STATS:
+        assert scored < windows // 2
+
+
+@pytest.mark.parametrize("shift", [0, 4, 12])
+def test_packed_window_offsets_read_back(shift: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ls, "WINDOW_SHIFT", shift)
+    rng = np.random.default_rng(shift)
+    n_win = 5_000
+    off = np.zeros(n_win + 1, dtype=np.int64)
+    np.cumsum(rng.integers(0, (1 << shift) + 1, size=n_win), out=off[1:])
+    packed = ls._Offsets.pack(off)
+    assert np.array_equal(packed[np.arange(n_win + 1, dtype=np.int64)], off)
+    assert packed.low.dtype == np.uint16
