@@ -55,6 +55,12 @@ def settle(eng: Any, timeout: float = 300.0) -> float:
     if lexical is not None:
         lexical.size()
     eng.index.size()
-    while getattr(eng.index, "_building", False) and time.perf_counter() - t0 < timeout:
+
+    def busy() -> bool:
+        merging = eng.index.stats().get("merging", False)  # publishing a generation
+        bm25 = lexical is not None and (lexical._builder is not None or lexical._merger is not None)
+        return bool(getattr(eng.index, "_building", False) or merging or bm25)
+
+    while busy() and time.perf_counter() - t0 < timeout:
         time.sleep(0.02)
     return time.perf_counter() - t0

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import emit_json, machine_info, print_table
+from _procs import settle
 
 import mindfile
 from mindfile.files import LineSpec
@@ -110,6 +111,10 @@ def main() -> int:
             deadline = time.monotonic() + 120
             while mem.lexical is not None and not mem.lexical.ready and time.monotonic() < deadline:
                 time.sleep(0.1)
+            # ... and the indexes' background publishing (after a sync this big the
+            # engine's idle follower publishes both; searches would compete with it).
+            time.sleep(1.5)  # the follower starts 1 s after the last write
+            settle(mem)
             times = []
             for i in range(200):
                 t = time.perf_counter()

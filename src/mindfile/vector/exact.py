@@ -565,6 +565,10 @@ def search_rows(
         scores = row_dots(matrix[rows], q)
     elif idx is None:
         rows, scores = None, row_dots(matrix[:n], q)
+    elif 2 * len(idx) >= n:
+        # Most rows pass the filter (e.g. every chunk is a synced file's): one pass over
+        # the contiguous matrix, not a gathered copy of it (43k rows: 9.5 -> ~2 ms).
+        rows, scores = idx, row_dots(matrix[:n], q)[idx]
     else:
         rows, scores = idx, row_dots(matrix[idx], q)
     held = ids[:n] if rows is None else ids[rows]
