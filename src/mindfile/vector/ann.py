@@ -60,6 +60,7 @@ from mindfile.vector.ann_disk import (
     store_id,
 )
 from mindfile.vector.base import VectorFilter, changes_since, row_dots
+from mindfile.vector.exact import search_rows
 
 __all__ = ["AnnBackend", "AnnIndex", "Manifest", "RowBatch", "index_root", "session_key"]
 
@@ -268,21 +269,8 @@ class _Delta:
         if where is not None and where.rowids is not None:
             allowed = np.isin(ids, where.rowids)
             mask = allowed if mask is None else mask & allowed
-        if mask is None:
-            idx, scores = None, row_dots(matrix, query)
-        else:
-            idx = np.flatnonzero(mask)
-            if not len(idx):
-                return []
-            scores = row_dots(matrix[idx], query)
-        if k < len(scores):
-            part = np.argpartition(-scores, k - 1)[:k]
-            # Keep every score tied with the k-th, as the exact index does.
-            part = np.flatnonzero(scores >= scores[part].min())
-        else:
-            part = np.arange(len(scores))
-        rows = part if idx is None else idx[part]
-        return [(int(ids[r]), float(scores[p])) for r, p in zip(rows, part, strict=True)]
+        # The exact index's float32 search: ties with the k-th go to the higher id.
+        return search_rows(matrix, ids, n, None, query, k, mask, quantize_from=n + 1)
 
 
 class AnnIndex:
