@@ -12,16 +12,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from mindfile import context as _ctx
-from mindfile import files as _files
 from mindfile._api.context import ContextAPI
+from mindfile._api.files import FilesAPI
 from mindfile._api.jobs import JobsAPI
 from mindfile._api.manage import ManageAPI
 from mindfile._api.memory import AgentMemoryAPI
 from mindfile._follow import IdleFollower
 from mindfile.embed import Embedder, embedder_for_model_id, fusion_weights, resolve_embedder
 from mindfile.errors import ConfigError, InvalidInputError, MindfileError, ScopeError
-from mindfile.files.lines import LineSpec
-from mindfile.files.sync import SyncReport
 from mindfile.index.cache import EmbeddingCache
 from mindfile.index.chunking import ChunkSpec
 from mindfile.index.embedding import prepare_vectors
@@ -50,7 +48,6 @@ from mindfile.types import (
     SearchMode,
     SessionInfo,
     StoreInfo,
-    StoreStatus,
 )
 from mindfile.vector import VectorIndex, choose_index, make_index
 
@@ -151,7 +148,7 @@ def _read_only_uri(path: str) -> bool:
     return "ro" in query.get("mode", []) or "1" in query.get("immutable", [])
 
 
-class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
+class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
     """A memory store. Thread-safe; use as a context manager or call :meth:`close`."""
 
     def __init__(
@@ -549,60 +546,6 @@ class Mindfile(AgentMemoryAPI, ContextAPI, JobsAPI, ManageAPI):
         if self.lexical is not None:
             self.lexical.purge()
         self.index.purge()
-
-    def sync(
-        self,
-        paths: str | PathLike[str] | Sequence[str | PathLike[str]],
-        *,
-        include: Sequence[str] | None = None,
-        exclude: Sequence[str] | None = None,
-        progress: Callable[[int, int, int], None] | None = None,
-        max_file_bytes: int = 2 * 1024 * 1024,
-        lines: LineSpec | None = None,
-    ) -> SyncReport:
-        """Index the folders ``paths`` next to the conversations (docs/files.md).
-
-        ``include``/``exclude`` are gitignore-style globs (``"*.md"``,
-        ``"node_modules"``); default excludes and ``.gitignore`` files apply. Unchanged
-        files are not read, changed ones re-embed only new text, moved ones are renamed,
-        deleted ones leave the index; each file is replaced in one transaction.
-        ``progress(files_done, files_total, bytes_read)``; ``lines`` sets the chunk
-        size (:class:`~mindfile.files.LineSpec`: 1,000 characters, 2 lines of overlap).
-        Search them with
-        ``search(..., source="files")``; hits carry ``metadata["path"]``,
-        ``["start_line"]`` and ``["end_line"]``.
-        """
-        self._syncing += 1
-        try:
-            report = _files.sync(
-                self,
-                paths,
-                include=include,
-                exclude=exclude,
-                progress=progress,
-                max_file_bytes=max_file_bytes,
-                lines=lines,
-            )
-        except MindfileError as exc:
-            self._last_error = exc.message
-            raise
-        finally:
-            self._syncing -= 1
-        self._last_error = None
-        # A first sync of a big tree is a bulk write: the indexes catch up once it pauses.
-        self._follower.wrote(report.chunks_added + report.chunks_removed)
-        return report
-
-    def status(self) -> StoreStatus:
-        """``ready``, ``syncing`` (a :meth:`sync` is running), ``closed``, or ``error``
-        (the last sync failed; ``error`` says why) - the seed's index manager states."""
-        if self.db.closed:
-            return StoreStatus("closed")
-        if self._syncing:
-            return StoreStatus("syncing")
-        if self._last_error is not None:
-            return StoreStatus("error", self._last_error)
-        return StoreStatus("ready")
 
     def embedding_cache_stats(self) -> EmbeddingCacheStats:
         """The embedding cache: entries and bytes by model, this process's hit rate."""
