@@ -43,8 +43,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mindfile.vector.ann_disk import LOAD_LOCK as _LOAD_LOCK
-from mindfile.vector.ann_disk import fsync_dir, save_json
+from mindfile.vector.ann_disk import fsync_dir, load_array, save_json
 
 __all__ = ["FORMAT", "Flat", "LexManifest", "Segment", "collect", "merge", "term_hash"]
 
@@ -123,22 +122,13 @@ class Segment:
         self, folder: Path, generation: str, docs: int, postings: int, total_len: float
     ) -> None:
         where = folder / generation
-        # np.load parses each header with ast.literal_eval, and CPython 3.11's parser is
-        # not safe when threads parse at once ("AST constructor recursion depth
-        # mismatch", seen under the thread stress test): one load at a time.
-        with _LOAD_LOCK:
-            arrays: dict[str, Any] = {
-                name: np.load(where / f"{name}.npy", mmap_mode="r", allow_pickle=False).view(
-                    np.ndarray
-                )  # a plain view: np.memmap's Python-level slicing costs ~5 us a slice
-                for name in _ARRAYS
-            }
+        # load_array maps each array as a plain view, one header parse at a time.
+        arrays: dict[str, Any] = {name: load_array(where / f"{name}.npy") for name in _ARRAYS}
         sessions = json.loads((where / "sessions.json").read_text(encoding="utf-8"))
         dead = where / "dead.npy"
-        with _LOAD_LOCK:
-            self.dead: npt.NDArray[np.int64] = (
-                np.load(dead, allow_pickle=False) if dead.exists() else np.zeros(0, np.int64)
-            )
+        self.dead: npt.NDArray[np.int64] = (
+            load_array(dead, mapped=False) if dead.exists() else np.zeros(0, np.int64)
+        )
         self.generation = generation
         self.expected = (docs, postings)
         self.total_len = total_len
