@@ -632,6 +632,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         source: Literal["all", "files", "conversations"] = "all",
         as_of: datetime | date | str | float | None = None,
         temporal: bool = True,
+        preferences: bool = True,
     ) -> SearchResults:
         """Search chunks by vector similarity, BM25, or both fused.
 
@@ -663,6 +664,12 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         else when stored) is in or near the named window, or the newest / oldest ones;
         ``hit.breakdown.time`` is the boost, ``results.time`` what was understood.
         ``temporal=False`` turns it off.
+
+        Preference recall (docs/retrieval.md): a question asking for a recommendation or
+        advice ("can you recommend...", "what should I cook", "any ideas for...") boosts
+        memories where the user states a preference, habit, possession or constraint
+        ("I've been learning Premiere Pro", "I'm vegetarian"); ``hit.breakdown.preference``
+        is the boost. ``preferences=False`` turns it off.
         """
         self.check_model()
         req = SearchRequest.build(
@@ -684,6 +691,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             source=source,
             as_of=as_of,
             temporal=temporal,
+            preferences=preferences,
         )
         return run_search(self.db, self.index, self.embedder, req, self.lexical)
 

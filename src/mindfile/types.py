@@ -72,6 +72,10 @@ class ScoreBreakdown(_ToDict):
     ``time`` is what the query's time expressions added (``search(as_of=...)``,
     docs/retrieval.md "Time-aware retrieval"): None when the query has none, else the
     boost included in ``fused``.
+
+    ``preference`` is what a recommendation question added to a memory that states a
+    preference, habit, possession or constraint (docs/retrieval.md "Preference recall"):
+    None when the query asks for no recommendation, else the boost included in ``fused``.
     """
 
     vector: float | None
@@ -82,6 +86,7 @@ class ScoreBreakdown(_ToDict):
     vector_rank: int | None = None
     fts_rank: int | None = None
     time: float | None = None
+    preference: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,8 @@ class Fused:
     score: float = 0.0
     #: The time boost included in ``score`` (None: the query named no time).
     time: float | None = None
+    #: The preference boost included in ``score`` (None: no recommendation intent).
+    preference: float | None = None
 
 
 def min_max(scores: Sequence[float]) -> list[float]:

@@ -19,6 +19,7 @@ from mindfile.index.chunking import normalize_text
 from mindfile.index.pipeline import check_id, check_time, normalize_tags
 from mindfile.retrieve.degraded import degrade
 from mindfile.retrieve.fusion import Fused, add_tail, rank_key, rrf_fusion, weighted_fusion
+from mindfile.retrieve.preferences import apply_preferences, leg_query, recommendation_intent
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.temporal import apply_time, describe, time_query
 from mindfile.storage.db import Database
@@ -105,6 +106,8 @@ class SearchRequest:
     as_of: datetime | None = None
     #: Boost memories from the time the query names (docs/retrieval.md).
     temporal: bool = True
+    #: Boost the user's stated preferences for recommendation questions.
+    preferences: bool = True
 
     @classmethod
     def build(
@@ -128,6 +131,7 @@ class SearchRequest:
         source: Any = "all",
         as_of: Any = None,
         temporal: Any = True,
+        preferences: Any = True,
     ) -> SearchRequest:
         if source not in SOURCES:
             raise InvalidInputError(f"source must be one of {SOURCES}, not {source!r}")
@@ -151,6 +155,8 @@ class SearchRequest:
             raise InvalidInputError(f"candidates must be an integer from 1 to {MAX_CANDIDATES}")
         if not isinstance(temporal, bool):
             raise InvalidInputError("temporal must be True or False")
+        if not isinstance(preferences, bool):
+            raise InvalidInputError("preferences must be True or False")
         return cls(
             query=query,
             session_ids=_sessions(session_id),
@@ -168,6 +174,7 @@ class SearchRequest:
             source=source,
             as_of=None if as_of is None else check_time(as_of, "as_of"),
             temporal=temporal,
+            preferences=preferences,
         )
 
 
@@ -241,15 +248,18 @@ def run_search(
     if flt.empty:
         return SearchResults([], mode=mode, weights=weights)
     query_vec: Vector | None = None
+    intent = req.preferences and recommendation_intent(req.query)
     if req.mode in ("vector", "hybrid"):
         try:
-            query_vec = _query_vector(embedder, req)
+            query_vec = _query_vector(
+                embedder, req, leg_query(req.query, "vector") if intent else req.query
+            )
         except EmbeddingError as exc:
             if req.mode == "vector":
                 raise
             mode, degraded = "fts", f"vector search unavailable: {exc.message}"
     legs = Retriever(db, index, lexical).legs(
-        req.query,
+        leg_query(req.query, "bm25") if intent else req.query,
         query_vec,
         flt,
         vector_k=pool if mode in ("vector", "hybrid") else 0,
@@ -268,6 +278,8 @@ def run_search(
     tq = time_query(req.query, req.as_of or datetime.now(UTC)) if req.temporal else None
     if tq is not None:  # before the tail: only the fused candidates are boosted
         apply_time(db, fused, tq)
+    if intent:  # a recommendation question (mindfile.retrieve.preferences)
+        apply_preferences(db, fused)
     add_tail(fused, vector_hits[depth:], fts_hits[depth:], start=depth + 1)
     return SearchResults(
         _hits(db, fused, req), mode=mode, degraded=degraded, weights=weights, time=describe(tq)
@@ -322,11 +334,11 @@ def _order(db: Database, items: list[Fused], limit: int, depth: int) -> list[Fus
     return ranked + rest
 
 
-def _query_vector(embedder: Embedder, req: SearchRequest) -> Vector:
+def _query_vector(embedder: Embedder, req: SearchRequest, text: str) -> Vector:
     if req.query_embedding is not None:
         return req.query_embedding
     try:
-        raw = embedder.embed_query(normalize_text(req.query))
+        raw = embedder.embed_query(normalize_text(text))
     except MindfileError:
         raise
     except Exception as exc:  # a provider's own failure
@@ -370,6 +382,7 @@ def _hits(db: Database, fused: dict[int, Fused], req: SearchRequest) -> list[Sea
                     vector_rank=f.vector_rank,
                     fts_rank=f.fts_rank,
                     time=f.time,
+                    preference=f.preference,
                 ),
                 occurred_at=str(occurred),
             )

@@ -35,6 +35,11 @@ class SearchStore(Protocol):
         """``(rowid, occurred_at or created_at)`` of the chunks that exist."""
         ...
 
+    def chunk_statements(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
+        """``(rowid, chunk_text, metadata_json)`` of those chunks that exist, for the
+        preference detector."""
+        ...
+
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
         """Rowids of the chunks matching a read filter's SQL condition (``" AND ..."``
         on ``chunks AS c``)."""
@@ -63,6 +68,11 @@ SELECT id, coalesce(occurred_at, created_at) FROM chunks
 WHERE id IN (SELECT value FROM json_each(?))
 """
 
+STATEMENTS = """
+SELECT id, chunk_text, metadata_json FROM chunks
+WHERE id IN (SELECT value FROM json_each(?))
+"""
+
 ROWIDS_WHERE = "SELECT c.id FROM chunks AS c WHERE 1{condition}"
 
 
@@ -87,6 +97,10 @@ class SqliteSearchStore:
     def chunk_times(self, rowids: Sequence[int]) -> list[tuple[int, str]]:
         rows = self.db.query(TIMES, (json.dumps(list(rowids)),))
         return [(int(rowid), str(text)) for rowid, text in rows]
+
+    def chunk_statements(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
+        rows = self.db.query(STATEMENTS, (json.dumps(list(rowids)),))
+        return [(int(r), str(t), str(m)) for r, t, m in rows]
 
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
         rows = self.db.query(ROWIDS_WHERE.format(condition=condition), list(params))
