@@ -242,6 +242,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 time_kw: dict[str, Any] = {} if as_of is None else {"as_of": as_of}
                 if args.no_temporal:
                     time_kw["temporal"] = False
+                if args.no_preferences:
+                    time_kw["preferences"] = False
                 for qa in conv["qa"]:
                     gold = evidence_ids(qa)
                     if not gold:
@@ -322,6 +324,7 @@ def summarize(
         "occurred_at": args.occurred_at,
         "as_of": args.as_of,
         "temporal": not args.no_temporal,
+        "preferences": not args.no_preferences,
         "conversations": args.conversations or "all",
     }
     return result
@@ -423,6 +426,7 @@ def main() -> None:
         help="the query date: the wall clock, or the conversation's last session date",
     )
     parser.add_argument("--no-temporal", action="store_true", help="search(temporal=False)")
+    parser.add_argument("--no-preferences", action="store_true", help="search(preferences=False)")
     parser.add_argument(
         "--time-config", default="", help='TimeConfig fields as JSON, e.g. {"weight": 0.2}'
     )
