@@ -44,15 +44,21 @@ from mindfile.retrieve import preferences as prefs
 ITEMS = Path(__file__).resolve().parent / "data" / "preferences.json"
 KS = (5, 10, 50)
 USER = "prefs-user"
+#: The grid of benchmarks/README.md ("Preference recall"): off, each part alone, the
+#: boost's weight, the candidates scanned without a third leg, the third leg's depth.
 DEFAULT_CONFIGS: list[Any] = [
     "off",
-    {"weight": 0.1},
-    {"weight": 0.2},
-    {"weight": 0.3},
-    {"weight": 0.5},
-    {"weight": 1.0},
-    {"weight": 0.3, "leg": 20},
+    {"weight": 0.0, "leg": 0},
+    {"strip_bm25": False, "strip_vector": False, "leg": 0},
+    {"leg": 0, "scan": 100},
+    {"leg": 0, "scan": 200},
+    {"leg": 20},
+    {"leg": 50},
+    {"leg": 150},
     {"weight": 0.3, "leg": 50},
+    {"weight": 0.5, "leg": 50},
+    {"weight": 2.0, "leg": 50},
+    {"leg": 50, "expand": 10},
 ]
 
 
@@ -95,16 +101,12 @@ def plant(
 
 
 class Experiments:
-    """Mechanisms measured here but not in the library: ``leg`` (a third leg: the
-    question's nearest user-side statements of the whole store enter the candidates,
-    which needs every chunk's mark: a write-time flag) and ``expand`` (the BM25 leg gets
-    the static model's nearest vocabulary words of the question). Patched in for one
-    search at a time."""
+    """A mechanism measured here but not in the library: ``expand`` (the BM25 leg also
+    gets the static model's nearest vocabulary words of the question's topic). Patched
+    in for one search at a time."""
 
     def __init__(self, mem: mindfile.Mindfile) -> None:
         self.mem = mem
-        rows = mem.db.query("SELECT id, chunk_text, metadata_json FROM chunks")
-        self.marked = prefs.marked((int(r), str(t), str(m)) for r, t, m in rows)
         self._vocab: tuple[Any, list[str]] | None = None
 
     def vocab(self) -> tuple[Any, list[str]]:
@@ -143,10 +145,9 @@ class Experiments:
         import contextlib
 
         from mindfile.retrieve import search as search_mod
-        from mindfile.retrieve.fusion import Fused
 
         stack = contextlib.ExitStack()
-        leg, expand = cfg.get("leg", 0), cfg.get("expand", 0)
+        expand = cfg.get("expand", 0)
         if expand:
             original_query = search_mod.leg_query
 
@@ -154,28 +155,6 @@ class Experiments:
                 return self.expand(q, expand) if which == "bm25" else original_query(q, which)
 
             stack.enter_context(_patched(search_mod, "leg_query", leg_query))
-        if leg:
-            original_apply = search_mod.apply_preferences
-            mem = self.mem
-
-            def apply(db: Any, fused: dict[int, Fused], cfg: Any = None) -> None:
-                import numpy as np
-
-                from mindfile.index.chunking import normalize_text
-                from mindfile.vector.base import VectorFilter
-
-                vec = mem.embedder.embed_query(normalize_text(prefs.topic_query(question)))
-                sims = [f.vector for f in fused.values() if f.vector is not None]
-                lo, hi = (min(sims), max(sims)) if sims else (0.0, 1.0)
-                span = hi - lo if hi - lo > 1e-12 else 1.0
-                pool = np.fromiter(sorted(self.marked), np.int64, len(self.marked))
-                for rowid, sim in mem.index.search(vec, leg, where=VectorFilter(rowids=pool)):
-                    if rowid not in fused:
-                        norm = min(1.0, max(0.0, (sim - lo) / span))
-                        fused[rowid] = Fused(rowid, vector=sim, vector_norm=norm, score=0.3 * norm)
-                original_apply(db, fused, cfg)
-
-            stack.enter_context(_patched(search_mod, "apply_preferences", apply))
         return stack
 
 
@@ -202,6 +181,17 @@ def _patched(module: Any, name: str, value: Any) -> Any:
             setattr(module, name, old)
 
     return cm()
+
+
+def shared_words(item: dict[str, Any]) -> set[str]:
+    """Content words (BM25's query words, a trailing "s" dropped) that the question
+    repeats from the item's turns: should be none."""
+    from mindfile.retrieve.fts import query_words
+
+    def words(text: str) -> set[str]:
+        return {w.lower().rstrip("s") for w in query_words(text)}
+
+    return words(item["question"]) & set().union(*(words(t) for t in item["turns"]))
 
 
 def config_name(cfg: Any) -> str:
@@ -236,7 +226,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 }
                 experiments = (
                     Experiments(mem)
-                    if any(isinstance(c, dict) and ("leg" in c or "expand" in c) for c in configs)
+                    if any(isinstance(c, dict) and "expand" in c for c in configs)
                     else None
                 )
                 for cfg in configs:
@@ -244,7 +234,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     kw: dict[str, Any] = {"preferences": cfg != "off"}
                     extra = None
                     if cfg != "off":
-                        fields = {k: v for k, v in cfg.items() if k not in ("leg", "expand")}
+                        fields = {k: v for k, v in cfg.items() if k != "expand"}
                         prefs.DEFAULT_PREFERENCE_CONFIG = prefs.PreferenceConfig(**fields)
                         if experiments is not None and len(fields) < len(cfg):
                             extra = experiments.patch(cfg, item["question"])
@@ -260,6 +250,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     scores[name].append((i, row))
     result: dict[str, Any] = {
         "items": len(items),
+        "questions repeating a content word": sum(1 for it in items if shared_words(it)),
         "detected": detected,
         "intent": intent,
         "configs": {},
@@ -275,11 +266,57 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def latency(args: argparse.Namespace) -> dict[str, Any]:
+    """Search latency with the mechanism on and off, interleaved, on one store of
+    ``--latency`` LoCoMo turns or more (every conversation, repeated under new session
+    names until there are enough): LoCoMo questions (no recommendation intent) and the
+    items' questions (intent)."""
+    import numpy as np
+
+    items = json.loads(Path(args.items).read_text())["items"]
+    data = json.loads(Path(args.data).read_text())
+    plain = [qa["question"] for conv in data for qa in conv["qa"]][:400]
+    asks = [item["question"] for item in items]
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp, mindfile.open(Path(tmp) / "lat.db") as mem:
+        stored, copy = 0, 0
+        while stored < args.latency:
+            for c, conv in enumerate(data):
+                events = [
+                    (f"c{copy}-{c}-s{s}", seq, turn)
+                    for s, turns in enumerate(haystack(conv))
+                    for seq, turn in enumerate(turns, start=1)
+                ]
+                mem.store_many(events, user_id=USER)
+                stored += len(events)
+            copy += 1
+        mem.rebuild_index()
+        out["chunks"] = stored
+        for name, queries in (("no intent", plain), ("intent", asks)):
+            for q in queries[:20]:  # warm caches and the BM25 index
+                mem.search(q, top_k=10)
+            times: dict[bool, list[float]] = {True: [], False: []}
+            for q in queries:
+                for on in (False, True):
+                    t0 = time.perf_counter()
+                    mem.search(q, top_k=10, preferences=on)
+                    times[on].append(time.perf_counter() - t0)
+            for on in (False, True):
+                ms = np.array(times[on]) * 1000
+                out[f"{name}, {'on' if on else 'off'}"] = {
+                    "n": len(ms),
+                    "p50_ms": float(np.percentile(ms, 50)),
+                    "p95_ms": float(np.percentile(ms, 95)),
+                }
+    return out
+
+
 def cross_validate(configs: dict[str, Any]) -> list[dict[str, Any]]:
-    """Best configuration (other than off) on one half, reported on the other."""
+    """Best configuration on one half (by r@10, then r@50; among the library's
+    configurations: not off, not the benchmark-only ``expand``), reported on the other."""
     out = []
     for tune, test in (("A", "B"), ("B", "A")):
-        cands = [n for n in configs if n != "off"]
+        cands = [n for n in configs if n != "off" and '"expand"' not in n]
         if not cands:
             continue
         best = max(cands, key=lambda n: (configs[n][tune]["r@10"], configs[n][tune]["r@50"]))
@@ -306,7 +343,8 @@ def print_report(result: dict[str, Any]) -> None:
         print_table(cv, list(cv[0]), "Cross-validation (chosen on one half, reported on the other)")
     print(
         f"\nitems: {result['items']}  turns detected as statements: {result['detected']}  "
-        f"questions with intent: {result['intent']}"
+        f"questions with intent: {result['intent']}  questions repeating a content word of "
+        f"their turns: {result['questions repeating a content word']}"
     )
 
 
@@ -321,9 +359,23 @@ def main() -> None:
     parser.add_argument(
         "--haystack", type=int, default=1, help="LoCoMo conversations per item's store"
     )
+    parser.add_argument(
+        "--latency",
+        type=int,
+        default=0,
+        help="instead: time searches (on/off) on a store of at least N LoCoMo turns",
+    )
     args = parser.parse_args()
     if not Path(args.data).exists():
         raise SystemExit(f"LoCoMo data not found at {args.data} (pass --data)")
+    if args.latency:
+        lat = latency(args)
+        if args.json:
+            emit_json(lat | {"machine": machine_info()})
+        else:
+            rows = [{"queries": k} | v for k, v in lat.items() if isinstance(v, dict)]
+            print_table(rows, ["queries", "n", "p50_ms", "p95_ms"], f"{lat['chunks']} chunks")
+        return
     result = run(args)
     result["machine"] = machine_info()
     if args.json:

@@ -162,3 +162,36 @@ def test_a_planted_preference_is_found_for_a_recommendation_question(
     assert all(h.breakdown.preference is None for h in plain)
     with pytest.raises(InvalidInputError):
         mem_static.search(question, preferences=1)  # type: ignore[arg-type]
+
+
+def test_the_third_leg_finds_statements_outside_the_candidates_within_the_filter(
+    mem_static: mindfile.Mindfile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mindfile.retrieve import preferences
+
+    chatter = [
+        (
+            "a",
+            i,
+            {"role": "assistant", "content": f"A video editing course, part {i}: editing video"},
+        )
+        for i in range(1, 40)
+    ]
+    mem_static.store_many(chatter, user_id="ann")
+    mem_static.store("a", 500, {"role": "user", "content": "I've been learning Premiere Pro"})
+    mem_static.store("b", 1, {"role": "user", "content": "I love cutting films in Final Cut"})
+    question = "Can you recommend a video editing course?"
+    # Each leg's 3 best candidates are the assistant's turns: only the third leg (the
+    # question's nearest statements of the whole store) brings the user's statement in.
+    ann = mem_static.search(question, top_k=5, user_id="ann", candidates=3)
+    assert "Premiere" in ann[0].text, [h.text for h in ann]
+    assert ann[0].breakdown.fts_rank is None and ann[0].breakdown.vector_rank is None
+    assert all("Final Cut" not in h.text for h in ann)  # another user's memory stays out
+    monkeypatch.setattr(
+        preferences, "DEFAULT_PREFERENCE_CONFIG", preferences.PreferenceConfig(leg=0)
+    )
+    without = mem_static.search(question, top_k=5, user_id="ann", candidates=3)
+    assert all("Premiere" not in h.text for h in without)
+    assert len(preferences.store_marks(mem_static.db)) == 2
+    assert mem_static.forget("b")
+    assert len(preferences.store_marks(mem_static.db)) == 1  # deletions leave the marks

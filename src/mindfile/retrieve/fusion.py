@@ -128,5 +128,6 @@ def rank_key(item: Fused, sequence_end: int, depth: int) -> tuple[float, int, in
     if f is None:
         f = 1 << 30
     best = f if v is None or f < v else v
-    tail_rank = best if best > depth else 0
+    # A preference-leg hit (no leg rank, but boosted: preference set) is fused, not tail.
+    tail_rank = best if best > depth and item.preference is None else 0
     return (-item.score, tail_rank, -sequence_end, -item.rowid)

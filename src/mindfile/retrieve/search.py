@@ -279,7 +279,14 @@ def run_search(
     if tq is not None:  # before the tail: only the fused candidates are boosted
         apply_time(db, fused, tq)
     if intent:  # a recommendation question (mindfile.retrieve.preferences)
-        apply_preferences(db, fused)
+        apply_preferences(
+            db,
+            fused,
+            index=index,
+            query_vec=query_vec if mode == "hybrid" and req.fusion == "weighted" else None,
+            where=flt.resolve(db),
+            vector_weight=req.vector_weight,
+        )
     add_tail(fused, vector_hits[depth:], fts_hits[depth:], start=depth + 1)
     return SearchResults(
         _hits(db, fused, req), mode=mode, degraded=degraded, weights=weights, time=describe(tq)

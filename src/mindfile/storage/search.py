@@ -40,6 +40,11 @@ class SearchStore(Protocol):
         preference detector."""
         ...
 
+    def statements_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
+        """:meth:`chunk_statements` of the first ``limit`` chunks above ``rowid``, by
+        rowid."""
+        ...
+
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
         """Rowids of the chunks matching a read filter's SQL condition (``" AND ..."``
         on ``chunks AS c``)."""
@@ -73,6 +78,10 @@ SELECT id, chunk_text, metadata_json FROM chunks
 WHERE id IN (SELECT value FROM json_each(?))
 """
 
+STATEMENTS_AFTER = """
+SELECT id, chunk_text, metadata_json FROM chunks WHERE id > ? ORDER BY id LIMIT ?
+"""
+
 ROWIDS_WHERE = "SELECT c.id FROM chunks AS c WHERE 1{condition}"
 
 
@@ -100,6 +109,10 @@ class SqliteSearchStore:
 
     def chunk_statements(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
         rows = self.db.query(STATEMENTS, (json.dumps(list(rowids)),))
+        return [(int(r), str(t), str(m)) for r, t, m in rows]
+
+    def statements_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
+        rows = self.db.query(STATEMENTS_AFTER, (rowid, limit))
         return [(int(r), str(t), str(m)) for r, t, m in rows]
 
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
