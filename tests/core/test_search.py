@@ -161,6 +161,7 @@ def test_hits_carry_a_full_breakdown(table: mindfile.Mindfile) -> None:
         "vector_rank",
         "fts_rank",
         "time",
+        "preference",
     }
     assert hit["chunk_id"].startswith("ch_")
 

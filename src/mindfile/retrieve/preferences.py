@@ -19,13 +19,24 @@ them only loosely close. Two small detectors, no LLM, no dependency:
   ("recommend", "suggest", "any ideas", "what should I", "tips for", "gift for", "which
   ... should", "help me choose" ...).
 
-Only when the query has that intent, each fused candidate that states a preference gets
+For a question with that intent, ``search`` (nothing else changes for other queries):
 
-    preference = top * weight
+1. runs its legs on the question without its request words (:func:`topic_query`: "a
+   video editing course?"), which otherwise match every "thanks for the recommendation!"
+   of a chat history;
+2. adds a third leg: the question's ``leg`` (50) nearest user-side statements of the
+   whole store (within the search's filters) join the fused candidates, scored as the
+   vector leg would score them; which chunks are statements is derived from the chunks
+   and kept in memory like the BM25 index (:func:`store_marks`), so there is no schema
+   change and stores written before this code get it too;
+3. adds ``preference = top * weight`` (``top`` the best fused score, as the time boost;
+   ``weight`` 1.0) to each statement among the best ``scan`` (200) candidates, shown in
+   ``hit.breakdown.preference``. A boost, never a filter: with weight 1.0 statements come
+   first and everything else follows in its usual order.
 
-added to its score (``top`` the best fused score, as the time boost), shown in
-``hit.breakdown.preference``. A boost, never a filter; ``search(..., preferences=False)``
-turns it off. A query without intent costs one regular expression.
+``search(..., preferences=False)`` turns it off. A query without intent costs one
+regular expression. Parameters: cross-validated on benchmarks/data/preferences.json
+(benchmarks/README.md, "Preference recall").
 """
 
 from __future__ import annotations
@@ -55,9 +66,15 @@ __all__ = [
     "DEFAULT_PREFERENCE_CONFIG",
     "PreferenceConfig",
     "StatementKind",
+    "apply_preferences",
     "boost",
+    "leg_query",
+    "marked",
     "recommendation_intent",
     "statement_kind",
+    "store_marks",
+    "topic_query",
+    "user_side",
 ]
 
 StatementKind = Literal["preference", "habit", "possession", "constraint"]
