@@ -36,6 +36,23 @@ def test_search_store_backlog_vectors_times_and_filters(seam: Seam) -> None:
     assert search.rowids_where("", []) == rowids
 
 
+def test_search_store_statements(seam: Seam) -> None:
+    search, _ = seam.read_stores()
+    seam.store("s1", 1, "I love hiking")
+    seam.store("s1", 2, "two")
+    seam.store("s2", 1, "three")
+    rowids = seam.rowids()
+    rows = search.chunk_statements([rowids[2], rowids[0], 10**9])
+    assert sorted((r, t) for r, t, _ in rows) == [
+        (rowids[0], "I love hiking"),
+        (rowids[2], "three"),
+    ]
+    assert all(m.startswith("{") for _, _, m in rows)
+    after = search.statements_after(rowids[0], 10)
+    assert [r for r, _, _ in after] == rowids[1:]
+    assert [r for r, _, _ in search.statements_after(0, 1)] == rowids[:1]
+
+
 def _scope(session: str, **kw: object) -> Scope:
     fields: dict[str, object] = {
         "session_id": session, "user_id": None, "agent_identity": None,

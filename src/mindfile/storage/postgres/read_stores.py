@@ -44,6 +44,14 @@ TIMES = """
 SELECT id, coalesce(occurred_at, created_at) FROM chunks WHERE id = ANY(%s::bigint[]) ORDER BY id
 """
 
+STATEMENTS = """
+SELECT id, chunk_text, metadata_json FROM chunks WHERE id = ANY(%s::bigint[]) ORDER BY id
+"""
+
+STATEMENTS_AFTER = """
+SELECT id, chunk_text, metadata_json FROM chunks WHERE id > %s ORDER BY id LIMIT %s
+"""
+
 ROWIDS_WHERE = "SELECT c.id FROM chunks AS c WHERE true{condition}"
 
 
@@ -68,6 +76,14 @@ class PgSearchStore:
     def chunk_times(self, rowids: Sequence[int]) -> list[tuple[int, str]]:
         rows = self.db.query(TIMES, ([int(r) for r in rowids],))
         return [(int(rowid), str(text)) for rowid, text in rows]
+
+    def chunk_statements(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
+        rows = self.db.query(STATEMENTS, ([int(r) for r in rowids],))
+        return [(int(r), str(t), str(m)) for r, t, m in rows]
+
+    def statements_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
+        rows = self.db.query(STATEMENTS_AFTER, (rowid, limit))
+        return [(int(r), str(t), str(m)) for r, t, m in rows]
 
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
         rows = self.db.query(ROWIDS_WHERE.format(condition=condition), list(params))
