@@ -12,7 +12,8 @@ Time-aware retrieval (docs/retrieval.md): ``--occurred-at`` stores every turn wi
 ``occurred_at`` = its session's date, ``--as-of last-session`` asks each question as of
 the conversation's last session date (the default ``now`` is the wall clock), and
 ``--no-temporal`` turns the time boost off; ``--time-config '{"weight": 0.2}'`` sets
-TimeConfig fields.
+TimeConfig fields. ``--no-preferences`` turns preference recall off,
+``--preference-config '{"limit": 20}'`` sets PreferenceConfig fields.
 
 The data (CC BY-NC 4.0) is read from its path and never copied into this repository.
 """
@@ -428,6 +429,11 @@ def main() -> None:
     parser.add_argument("--no-temporal", action="store_true", help="search(temporal=False)")
     parser.add_argument("--no-preferences", action="store_true", help="search(preferences=False)")
     parser.add_argument(
+        "--preference-config",
+        default="",
+        help='PreferenceConfig fields as JSON, e.g. {"limit": 20}',
+    )
+    parser.add_argument(
         "--time-config", default="", help='TimeConfig fields as JSON, e.g. {"weight": 0.2}'
     )
     args = parser.parse_args()
@@ -437,6 +443,14 @@ def main() -> None:
         from mindfile.retrieve import temporal
 
         temporal.DEFAULT_TIME_CONFIG = temporal.TimeConfig(**json.loads(args.time_config))
+    if args.preference_config:
+        import json
+
+        from mindfile.retrieve import preferences
+
+        preferences.DEFAULT_PREFERENCE_CONFIG = preferences.PreferenceConfig(
+            **json.loads(args.preference_config)
+        )
     if args.context_config:
         import json
 

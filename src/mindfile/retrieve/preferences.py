@@ -92,6 +92,8 @@ class PreferenceConfig:
     #: candidates (0: none; then only the best ``scan`` fused candidates are checked).
     leg: int = 50
     scan: int = 200
+    #: At most this many statements (the best by fused score) are boosted (0: all).
+    limit: int = 0
     #: Run the BM25 leg / embed the query without its request words (:func:`topic_query`).
     strip_bm25: bool = True
     strip_vector: bool = True
@@ -512,7 +514,8 @@ def apply_preferences(
     best = heapq.nsmallest(cfg.scan, fused.values(), key=lambda f: (-f.score, f.rowid))
     if cfg.leg <= 0:
         statements = marked(SqliteSearchStore(db).chunk_statements([f.rowid for f in best]))
-    boost(fused, {f.rowid for f in best if f.rowid in statements}, cfg)
+    chosen = [f.rowid for f in best if f.rowid in statements]
+    boost(fused, set(chosen[: cfg.limit] if cfg.limit > 0 else chosen), cfg)
 
 
 def _third_leg(
