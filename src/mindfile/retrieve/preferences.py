@@ -435,7 +435,7 @@ def user_side(metadata_json: str) -> bool:
 def marked(rows: Iterable[tuple[int, str, str]]) -> set[int]:
     """The rowids of ``(rowid, text, metadata_json)`` rows that are user-side
     statements about the user."""
-    return {r for r, text, meta in rows if statement_kind(text) and user_side(meta)}
+    return {r for r, text, meta in rows if user_side(meta) and statement_kind(text)}
 
 
 class _Marks:
