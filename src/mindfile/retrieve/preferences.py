@@ -459,8 +459,9 @@ _MARKS_LOCK = threading.Lock()
 def store_marks(db: Database) -> frozenset[int]:
     """The rowids of every chunk of ``db`` that is a user-side statement about the user.
 
-    The first call reads every chunk (~30 µs each for the detector: ~0.3 s at 10,000
-    chunks); later calls only what was written, changed or deleted since.
+    The first call reads every chunk and runs the detector on the user-side ones (0.2-0.5
+    s at ~12,000 chat chunks, benchmarks/README.md); later calls only what was written,
+    changed or deleted since. Kept per open store (``Database``) for the process's life.
     """
     with _MARKS_LOCK:
         marks = _MARKS.get(db)
