@@ -3,6 +3,10 @@ real store (docs/retrieval.md, "Preference recall")."""
 
 from __future__ import annotations
 
+import threading
+import time
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -195,3 +199,40 @@ def test_the_third_leg_finds_statements_outside_the_candidates_within_the_filter
     assert len(preferences.store_marks(mem_static.db)) == 2
     assert mem_static.forget("b")
     assert len(preferences.store_marks(mem_static.db)) == 1  # deletions leave the marks
+
+
+def test_a_long_backlog_of_statements_is_read_in_the_background(
+    mem_static: mindfile.Mindfile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first recommendation question of a big store must not read every chunk
+    inside the search: above INLINE_MAX the statements are read by a thread, and
+    meanwhile the statements among the candidates are still boosted."""
+    from mindfile.retrieve import preferences
+
+    monkeypatch.setattr(preferences, "INLINE_MAX", 5)
+    monkeypatch.setattr(preferences, "_PAGE", 7)
+    chatter = [("s", i, {"role": "assistant", "content": f"Noted, item {i}."}) for i in range(40)]
+    mem_static.store_many(chatter)
+    mem_static.store("u", 1, {"role": "user", "content": "I've been learning Premiere Pro"})
+    started = threading.Event()
+    release = threading.Event()
+    real = preferences._read_after
+
+    def slow(store: Any, marks: Any, *, locked: bool) -> None:
+        if not locked:  # the background build: hold it until the search has answered
+            started.set()
+            release.wait(10)
+        real(store, marks, locked=locked)
+
+    monkeypatch.setattr(preferences, "_read_after", slow)
+    hits = mem_static.search("Can you recommend a video editing course?", top_k=3)
+    assert started.wait(10)  # the build runs in its thread, the search did not wait
+    assert preferences.store_marks(mem_static.db, wait=False) is None  # still building
+    premiere = [h for h in hits if "Premiere" in h.text]
+    assert premiere and premiere[0].breakdown.preference  # boosted from the candidates
+    release.set()
+    deadline = time.monotonic() + 10
+    while (marks := preferences.store_marks(mem_static.db, wait=False)) is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert len(marks) == 1

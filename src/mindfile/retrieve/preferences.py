@@ -44,26 +44,28 @@ from __future__ import annotations
 import functools
 import heapq
 import json
+import logging
 import re
 import threading
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, overload
 
 import numpy as np
 
 from mindfile.embed.base import Vector
 from mindfile.manage.expiry import hidden_rowids
 from mindfile.retrieve.fusion import Fused
-from mindfile.storage.changes import read_since
 from mindfile.storage.db import Database, utcnow
+from mindfile.storage.index_source import index_source
 from mindfile.storage.lifecycle import SqliteLifecycleStore
 from mindfile.storage.search import SqliteSearchStore
 from mindfile.vector.base import VectorFilter, VectorIndex
 
 __all__ = [
     "DEFAULT_PREFERENCE_CONFIG",
+    "INLINE_MAX",
     "PreferenceConfig",
     "StatementKind",
     "apply_preferences",
@@ -76,6 +78,8 @@ __all__ = [
     "topic_query",
     "user_side",
 ]
+
+logger = logging.getLogger("mindfile.retrieve")
 
 StatementKind = Literal["preference", "habit", "possession", "constraint"]
 
@@ -438,38 +442,62 @@ def marked(rows: Iterable[tuple[int, str, str]]) -> set[int]:
     return {r for r, text, meta in rows if user_side(meta) and statement_kind(text)}
 
 
+#: Chunks :func:`store_marks` reads inside a search (~30 us each); a longer backlog (a
+#: store opened for the first time, a bulk import) is read by a background thread while
+#: searches boost only the statements among their own candidates.
+INLINE_MAX = 2_000
+#: Chunks read per page (inline or in the background).
+_PAGE = 5_000
+
+
 class _Marks:
     """A store's user-side statements, derived from its chunks and kept in memory like
     the BM25 index: new chunks are rowids above ``high``; text updates and deletions
-    come from the ``chunks_changes`` log (``seen``: its last seq applied)."""
+    come from the ``chunks_changes`` log (``seen``: its last seq applied).
 
-    __slots__ = ("high", "lock", "rows", "seen")
+    ``lock`` guards the fields and is held only for a page's merge, never for a read
+    of the database by the background builder (``building``), so a search never waits
+    for it. A page the builder read before a chunk was deleted may put the deleted id
+    back: harmless, a deleted chunk is never a candidate nor in any index.
+    """
+
+    __slots__ = ("building", "high", "lock", "rows", "seen")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.high = 0
         self.seen: int | None = None
         self.rows: set[int] = set()
+        self.building = False
 
 
 _MARKS: weakref.WeakKeyDictionary[Database, _Marks] = weakref.WeakKeyDictionary()
 _MARKS_LOCK = threading.Lock()
 
 
-def store_marks(db: Database) -> frozenset[int]:
-    """The rowids of every chunk of ``db`` that is a user-side statement about the user.
+@overload
+def store_marks(db: Database, *, wait: Literal[True] = True) -> frozenset[int]: ...
+@overload
+def store_marks(db: Database, *, wait: bool) -> frozenset[int] | None: ...
+def store_marks(db: Database, *, wait: bool = True) -> frozenset[int] | None:
+    """The rowids of every chunk of ``db`` that is a user-side statement about the user,
+    or None while they are being read in the background (``wait=False``).
 
-    The first call reads every chunk and runs the detector on the user-side ones (0.2-0.5
-    s at ~12,000 chat chunks, benchmarks/README.md); later calls only what was written,
-    changed or deleted since. Kept per open store (``Database``) for the process's life.
+    Kept per open store (``Database``) for the process's life; a call reads only what
+    was written, changed or deleted since the last one. With ``wait=False`` (searches)
+    a backlog above :data:`INLINE_MAX` chunks is handed to a background thread instead
+    of being read inside the call (the first pass costs ~30 us a chunk: 0.2-0.5 s at
+    ~12,000 chat chunks, benchmarks/README.md).
     """
     with _MARKS_LOCK:
         marks = _MARKS.get(db)
         if marks is None:
             marks = _MARKS[db] = _Marks()
-    store = SqliteSearchStore(db)
+    source, store = index_source(db), SqliteSearchStore(db)
     with marks.lock:
-        newest, changed = read_since(db, "chunks_changes", marks.seen, "chunk_rowid, op")
+        if marks.building:
+            return None
+        newest, changed = source.text_changes_since(marks.seen)
         if changed is None:  # the log was pruned past what we applied: start over
             marks.high, marks.rows = 0, set()
         elif changed:
@@ -479,13 +507,42 @@ def store_marks(db: Database) -> frozenset[int]:
             marks.rows -= set(updated)
             marks.rows |= marked(store.chunk_statements([r for r in updated if r <= marks.high]))
         marks.seen = newest
-        while True:
-            rows = store.statements_after(marks.high, 5000)
-            if not rows:
-                break
-            marks.rows |= marked(rows)
-            marks.high = rows[-1][0]
+        if not wait and source.chunk_max_id() - marks.high > INLINE_MAX:
+            marks.building = True
+            threading.Thread(
+                target=_build, args=(db, marks), name="mindfile-preferences", daemon=True
+            ).start()
+            return None
+        _read_after(store, marks, locked=True)
         return frozenset(marks.rows)
+
+
+def _read_after(store: SqliteSearchStore, marks: _Marks, *, locked: bool) -> None:
+    """Read the chunks above ``marks.high`` page by page. ``locked``: the caller holds
+    ``marks.lock``; else it is taken for each page's merge only."""
+    while True:
+        rows = store.statements_after(marks.high, _PAGE)
+        if not rows:
+            return
+        found = marked(rows)
+        if locked:
+            marks.rows |= found
+            marks.high = rows[-1][0]
+            continue
+        with marks.lock:
+            marks.rows |= found
+            marks.high = rows[-1][0]
+
+
+def _build(db: Database, marks: _Marks) -> None:
+    try:
+        _read_after(SqliteSearchStore(db), marks, locked=False)
+    except Exception as exc:  # a closed store, a busy database: the next search retries
+        if not db.closed:
+            logger.warning("reading the store's preference statements failed: %s", exc)
+    finally:
+        with marks.lock:
+            marks.building = False
 
 
 def apply_preferences(
@@ -508,12 +565,13 @@ def apply_preferences(
     the vector leg's candidates, clipped to [0, 1]).
     """
     cfg = cfg or DEFAULT_PREFERENCE_CONFIG
+    statements: set[int] | frozenset[int] | None = None
     if cfg.leg > 0:
-        statements: set[int] | frozenset[int] = store_marks(db)
+        statements = store_marks(db, wait=False)  # None while read in the background
         if index is not None and query_vec is not None and statements:
             _third_leg(db, fused, statements, index, query_vec, where, vector_weight, cfg.leg)
     best = heapq.nsmallest(cfg.scan, fused.values(), key=lambda f: (-f.score, f.rowid))
-    if cfg.leg <= 0:
+    if statements is None:  # no third leg: the statements among the candidates
         statements = marked(SqliteSearchStore(db).chunk_statements([f.rowid for f in best]))
     chosen = [f.rowid for f in best if f.rowid in statements]
     boost(fused, set(chosen[: cfg.limit] if cfg.limit > 0 else chosen), cfg)
