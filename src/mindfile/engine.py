@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -35,10 +36,11 @@ from mindfile.retrieve.search import (
     SearchResults,
     run_search,
 )
-from mindfile.storage.db import Database, utcnow
+from mindfile.storage.backend import AnyDatabase, scheduler_store
+from mindfile.storage.db import POSTGRES_SCHEMES, Database, utcnow
 from mindfile.storage.meta import DIMS_KEY, MODEL_KEY
 from mindfile.storage.migrations import apply_migrations, check_migrations
-from mindfile.storage.stores import sqlite_stores
+from mindfile.storage.stores import Stores, sqlite_stores
 from mindfile.tokens import TokenCounter, estimate_tokens, message_tokens
 from mindfile.types import (
     EmbeddingCacheStats,
@@ -52,7 +54,8 @@ from mindfile.types import (
 from mindfile.vector import VectorIndex, choose_index, make_index
 
 if TYPE_CHECKING:
-    from mindfile.storage.schedules import SqliteSchedulerStore
+    from mindfile.scheduler.protocol import SchedulerStore
+    from mindfile.storage.postgres.db import PgDatabase
 
 logger = logging.getLogger("mindfile")
 
@@ -140,6 +143,51 @@ def _close_embedder(embedder: Embedder) -> None:
             logger.warning("closing the embedder failed: %s", exc)
 
 
+def _postgres_url(path: object) -> bool:
+    """Whether ``path`` is a Postgres URL (``postgresql://`` or ``postgres://``)."""
+    if not isinstance(path, str) or "://" not in path:
+        return False
+    return path.split("://", 1)[0].lower() in POSTGRES_SCHEMES
+
+
+#: Vector indexes kept in (or next to) a store file: SQLite only.
+FILE_VECTOR_INDEXES = ("sqlite-vec", "zvec", "lancedb")
+
+
+def _check_postgres_options(vector_index: str, durability: str, read_only: bool) -> None:
+    """Options that only make sense for a store file: a :class:`ConfigError` on Postgres."""
+    if durability != "normal":
+        raise ConfigError(
+            "durability is the SQLite file's fsync setting; a Postgres store is as durable "
+            "as its server makes commits (synchronous_commit, docs/postgres.md)"
+        )
+    if read_only:
+        raise ConfigError(
+            "read_only=True opens a store file read-only; it is not supported for Postgres "
+            "stores (connect as a role with read-only grants to protect the data)"
+        )
+    if vector_index in FILE_VECTOR_INDEXES:
+        raise ConfigError(
+            f"vector_index={vector_index!r} keeps its index in or next to a SQLite store "
+            "file; a Postgres store uses 'auto' (pgvector, docs/postgres.md)",
+            vector_index=vector_index,
+        )
+
+
+def _open_postgres(url: str) -> tuple[PgDatabase, Stores, Callable[[], int]]:
+    """A Postgres store: its database (a connection pool), stores and migration step."""
+    try:
+        from mindfile.storage.postgres import PgDatabase, apply_pg_migrations
+        from mindfile.storage.postgres.stores import pg_stores
+    except ImportError as exc:
+        raise ConfigError(
+            'a Postgres store needs the postgres extra: pip install "mindfile[postgres]" '
+            f"({exc.name} is missing)"
+        ) from None
+    db = PgDatabase(url)
+    return db, pg_stores(db), functools.partial(apply_pg_migrations, db)
+
+
 def _read_only_uri(path: str) -> bool:
     """A SQLite URI that asks for read-only access (``mode=ro`` or ``immutable=1``)."""
     if not path.startswith("file:"):
@@ -170,7 +218,10 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             raise ConfigError("embedding_cache must be True, False or None")
         if not isinstance(read_only, bool):
             raise ConfigError("read_only must be True or False")
-        read_only = read_only or _read_only_uri(str(path))
+        postgres = _postgres_url(path)
+        if postgres:
+            _check_postgres_options(vector_index, durability, read_only)
+        read_only = read_only or (not postgres and _read_only_uri(str(path)))
         if read_only and vector_index not in ("exact", "auto"):
             raise ConfigError(
                 f"vector_index={vector_index!r} keeps its index in the store file and needs "
@@ -183,26 +234,46 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         if lexical_index not in ("memory", "fts5"):
             raise ConfigError(f"lexical_index must be 'memory' or 'fts5', not {lexical_index!r}")
         self.indexing = indexing
-        self.path = str(path)
         self.durability = durability
         self.read_only = read_only
-        self.db = Database(
-            self.path,
-            readonly=read_only,
-            synchronous="FULL" if durability == "full" else "NORMAL",
-        )
+        #: The store's database: SQLite's ``Database``, or a ``PgDatabase`` for a
+        #: ``postgresql://`` URL (docs/postgres.md).
+        self.db: AnyDatabase
         #: The storage seam: the backend's per-aggregate stores (mindfile.storage.stores).
-        self.stores = sqlite_stores(self.db)
+        self.stores: Stores
+        migrate: Callable[[], int]
+        if postgres:
+            pg, self.stores, migrate = _open_postgres(str(path))
+            self.db = pg
+            #: Where the store is: its file, or the Postgres URL without its password.
+            self.path = pg.path
+        else:
+            self.path = str(path)
+            sqlite = Database(
+                self.path,
+                readonly=read_only,
+                synchronous="FULL" if durability == "full" else "NORMAL",
+            )
+            self.db, self.stores = sqlite, sqlite_stores(sqlite)
+            check = check_migrations if read_only else apply_migrations
+            migrate = functools.partial(check, sqlite)
         try:
-            migrate = check_migrations if read_only else apply_migrations
-            self.schema_version = migrate(self.db)
+            self.schema_version = migrate()
             self.embedder = self._bind_embedder(embedder)
             # An embedder built here from a spec is ours to close (a provider's HTTP
             # pool); one passed in as an object belongs to the caller.
             self._owns_embedder = not isinstance(embedder, Embedder)
             self._vector_index_kind = vector_index
-            self._index_choice = choose_index(self.db)[1] if vector_index == "auto" else None
-            self.index: VectorIndex = make_index(vector_index, self.db, self.embedder.dimensions)
+            self._index_choice = (
+                choose_index(self.db)[1]  # type: ignore[arg-type]  # until pg-vector lands
+                if vector_index == "auto"
+                else None
+            )
+            self.index: VectorIndex = make_index(
+                vector_index,
+                self.db,  # type: ignore[arg-type]  # until pg-vector lands
+                self.embedder.dimensions,
+            )
             self.lexical = Bm25Index(self.db) if lexical_index == "memory" else None
             self._cache_choice = embedding_cache
             self.embedding_cache = self._make_cache(embedding_cache_max_entries)
@@ -212,7 +283,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             raise
         self.chunk_spec = chunk
         self.neighbor_context = neighbor_context
-        self._schedules: SqliteSchedulerStore | None = None
+        self._schedules: SchedulerStore | None = None
         self._syncing = 0
         self._last_error: str | None = None
         #: The latest events of active sessions, kept in process (mindfile.context.cache).
@@ -270,7 +341,11 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             _close_embedder(self.embedder)
         self.embedder = embedder
         self._owns_embedder = owned
-        self.index = make_index(self._vector_index_kind, self.db, embedder.dimensions)
+        self.index = make_index(
+            self._vector_index_kind,
+            self.db,  # type: ignore[arg-type]  # until pg-vector lands
+            embedder.dimensions,
+        )
         self.embedding_cache = self._make_cache(self.embedding_cache.max_entries)
         self._model_version = self.db.data_version()
         old.close()
@@ -279,7 +354,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         """:class:`ConfigError` when another process re-embedded the store with another
         model since this engine opened it (its embedder would mix two vector spaces).
 
-        Costs one ``PRAGMA data_version`` unless another connection committed."""
+        Costs one ``PRAGMA data_version`` unless another connection committed (on
+        Postgres one query of the WAL position, which every commit moves)."""
         version = self.db.data_version()
         if version == self._model_version:
             return
@@ -708,12 +784,10 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             self.lexical.rebuild()
 
     @property
-    def schedules(self) -> SqliteSchedulerStore:
-        """The scheduler store on this file (see :mod:`mindfile.scheduler`)."""
+    def schedules(self) -> SchedulerStore:
+        """The scheduler store of this store (see :mod:`mindfile.scheduler`)."""
         if self._schedules is None:
-            from mindfile.storage.schedules import SqliteSchedulerStore
-
-            self._schedules = SqliteSchedulerStore(self.db)
+            self._schedules = scheduler_store(self.db)
         return self._schedules
 
     def info(self) -> StoreInfo:

@@ -74,10 +74,9 @@ class ConfigError(MindfileError):
 
 
 class UnsupportedBackendError(ConfigError):
-    """The store names a backend this Mindfile cannot run the engine on yet.
-
-    ``mindfile.open("postgresql://...")`` raises it until the engine runs on Postgres
-    (docs/postgres.md, "Status"); ``details["scheme"]`` is the URL's scheme.
+    """The store's backend does not support this (yet): ``sync()`` on a Postgres store,
+    or SQLite's ``Database`` given a ``postgresql://`` URL (docs/postgres.md, "Status");
+    ``details["scheme"]`` is the backend's URL scheme.
     """
 
     code = "unsupported_backend"

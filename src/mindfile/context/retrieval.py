@@ -52,9 +52,8 @@ from mindfile.retrieve.fusion import weighted_fusion
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.search import DEFAULT_CANDIDATES
 from mindfile.retrieve.temporal import apply_time, time_query
-from mindfile.storage.db import Database
-from mindfile.storage.meta import SqliteMetaStore
-from mindfile.storage.recall import Scope, SqliteRecallStore
+from mindfile.storage.backend import AnyDatabase, meta_store, recall_store
+from mindfile.storage.recall import RecallStore, Scope
 from mindfile.vector.base import VectorIndex
 
 if TYPE_CHECKING:
@@ -64,7 +63,7 @@ __all__ = ["Scope", "gather_candidates", "resolve_scope"]
 
 
 def resolve_scope(
-    db: Database,
+    db: AnyDatabase,
     session_id: str,
     *,
     user_id: str | None,
@@ -77,7 +76,7 @@ def resolve_scope(
     include_files: bool = False,
 ) -> Scope:
     """The scope for a context of ``session_id`` (its user and agent are looked up)."""
-    found = SqliteRecallStore(db).session_owner(session_id)
+    found = recall_store(db).session_owner(session_id)
     stored_agent, owner = (None, None) if found is None else found
     if user_id is not None and owner is not None and owner != user_id:
         raise ScopeError(f"session {session_id!r} belongs to another user", session_id=session_id)
@@ -99,7 +98,7 @@ def resolve_scope(
 
 
 def gather_candidates(
-    db: Database,
+    db: AnyDatabase,
     index: VectorIndex,
     scope: Scope,
     query: str,
@@ -129,12 +128,12 @@ def gather_candidates(
     legs: dict[int, set[Leg]] = {}
     scores: dict[int, float] = {}
     relevance: dict[int, float] = {}
-    recall = SqliteRecallStore(db)
+    recall = recall_store(db)
     # Stored importance bounds the effective (decayed) one from above, so this is a
     # superset; the exact test runs on the loaded candidates.
     for rowid in recall.salient(scope, salience_threshold, salient_pool):
         legs.setdefault(rowid, set()).add("salience")
-    sql, params = scope.where()
+    sql, params = recall.scope_condition(scope)
     depth = DEFAULT_CANDIDATES if hybrid_k > 0 else 0
     found = Retriever(db, index, lexical).legs(
         query,
@@ -168,7 +167,7 @@ def gather_candidates(
             legs.setdefault(item.rowid, set()).add("hybrid")
     if not legs:
         return []
-    half_life = decay_policy(SqliteMetaStore(db)).half_life_seconds
+    half_life = decay_policy(meta_store(db)).half_life_seconds
     out = []
     for cand in _load(recall, legs, scores, relevance, query_vec, scope.now, half_life):
         if "salience" in cand.legs and not (cand.pinned or cand.importance >= salience_threshold):
@@ -181,7 +180,7 @@ def gather_candidates(
 
 
 def _load(
-    recall: SqliteRecallStore,
+    recall: RecallStore,
     legs: dict[int, set[Leg]],
     scores: dict[int, float],
     relevance: dict[int, float],

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import blake3
 import numpy as np
 
-from mindfile.errors import InvalidInputError
+from mindfile.errors import InvalidInputError, UnsupportedBackendError
 from mindfile.files.lines import FileChunk, LineSpec, chunk_lines
 from mindfile.files.scan import Candidate, scan
 from mindfile.index.chunking import content_hash
@@ -43,7 +43,7 @@ from mindfile.memory._write import embed_texts
 from mindfile.storage import files as sql
 from mindfile.storage import log
 from mindfile.storage.chunks import ChunkRow, insert_chunks
-from mindfile.storage.db import utcnow
+from mindfile.storage.db import Database, utcnow
 from mindfile.types import _ToDict
 
 if TYPE_CHECKING:
@@ -122,6 +122,7 @@ def sync(
     lines: LineSpec | None = None,
 ) -> SyncReport:
     """Index the folders ``paths`` (see the module docstring); returns what changed."""
+    _sqlite_db(engine)  # before anything is read
     started = time.perf_counter()
     roots = _roots(paths)
     include = _patterns(include, "include")
@@ -141,6 +142,19 @@ def sync(
         _sync_root(engine, root, include, exclude, progress, max_file_bytes, spec, report)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _sqlite_db(engine: Mindfile) -> Database:
+    """The store's SQLite database; :class:`UnsupportedBackendError` on Postgres, where
+    file sync is not implemented yet (docs/postgres.md, "Status")."""
+    db = _sqlite_db(engine)
+    if not isinstance(db, Database):
+        raise UnsupportedBackendError(
+            "sync() is not supported on Postgres stores yet (the files store has no "
+            "Postgres twin); sync into a SQLite store, see docs/postgres.md",
+            scheme="postgresql",
+        )
+    return db
 
 
 def _roots(paths: Any) -> list[Path]:
@@ -186,7 +200,7 @@ def _sync_root(
     spec: LineSpec,
     report: SyncReport,
 ) -> None:
-    db = engine.db
+    db = _sqlite_db(engine)
     session_id = root_session(root)
     root_text = str(root)
     known = sql.known_files(db, session_id)
@@ -347,9 +361,9 @@ def _renames(
             keep.append(item)
             continue
         file_id = gone.pop(old_path)[0]
-        with engine.db.atomic():
+        with _sqlite_db(engine).atomic():
             sql.rename_file(
-                engine.db,
+                _sqlite_db(engine),
                 file_id,
                 item.candidate.relpath,
                 item.candidate.size,
@@ -369,7 +383,7 @@ def _embed(engine: Mindfile, batch: list[_Pending]) -> int:
             item.vectors = [None] * len(item.chunks)
             wanted.extend(chunk.text for chunk in item.chunks)
             continue
-        reuse = sql.file_vectors(engine.db, item.old_id, model)
+        reuse = sql.file_vectors(_sqlite_db(engine), item.old_id, model)
         vectors: list[Any] = []
         for chunk in item.chunks:
             blob = reuse.get(content_hash(chunk.text)) if reuse else None
@@ -413,7 +427,7 @@ def _commit(
     engine: Mindfile, session_id: str, root: str, group: list[_Pending], report: SyncReport
 ) -> None:
     """Replace the group's files in one transaction (each file whole: old or new)."""
-    db = engine.db
+    db = _sqlite_db(engine)
     now = utcnow()
     removed = added = 0
     with db.atomic():
@@ -431,7 +445,7 @@ def _commit(
 
 
 def _write_file(engine: Mindfile, session_id: str, root: str, item: _Pending, now: str) -> int:
-    db = engine.db
+    db = _sqlite_db(engine)
     cand = item.candidate
     file_id = sql.upsert_file(
         db, session_id, root, cand.relpath, item.digest, cand.size, cand.mtime_ns, now

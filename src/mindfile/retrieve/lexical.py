@@ -54,6 +54,7 @@ import numpy as np
 from mindfile.retrieve.fts import COLUMN_WEIGHTS, query_words
 from mindfile.retrieve.lexical_disk import LexManifest, Segment, collect, merge
 from mindfile.retrieve.lexical_state import Delta, State, analyse_batch, combine
+from mindfile.storage.backend import AnyDatabase
 from mindfile.storage.db import Database
 from mindfile.storage.index_source import ChunkText, index_source
 from mindfile.vector.ann_disk import BUILD_LOCK, MANIFEST, file_lock, index_root, store_id
@@ -92,13 +93,13 @@ class Bm25Index:
 
     def __init__(
         self,
-        db: Database,
+        db: AnyDatabase,
         *,
         weights: tuple[float, float, float] = COLUMN_WEIGHTS,
         persist: bool = True,
     ) -> None:
         self._db = db
-        self._source = index_source(db)
+        self._source = index_source(db)  # type: ignore[arg-type]  # until pg-derived lands
         self._weights = weights
         self._lock = threading.Lock()
         tokenizer = db.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
@@ -119,7 +120,9 @@ class Bm25Index:
         self._store = ""
         self._manifest_sig: tuple[int, int, int] | None = None
         self._broken: set[str] = set()  # generations that failed to open
-        if persist and not db.in_memory:
+        # A Postgres store has no file to publish next to: its index lives in the heap
+        # (as a ":memory:" store's), caught up from the database like any other.
+        if persist and isinstance(db, Database) and not db.in_memory:
             root, temporary = index_root(db)
             store = store_id(db, create=not db.readonly)
             if not temporary and store is not None:

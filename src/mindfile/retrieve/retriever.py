@@ -25,10 +25,9 @@ import numpy as np
 from mindfile.embed.base import Vector
 from mindfile.manage.expiry import hidden_rowids
 from mindfile.retrieve.fts import COLUMN_WEIGHTS, query_words
-from mindfile.storage.db import Database, utcnow
+from mindfile.storage.backend import AnyDatabase, lifecycle_store, search_store
+from mindfile.storage.db import utcnow
 from mindfile.storage.fulltext import filter_clause, full_text
-from mindfile.storage.lifecycle import SqliteLifecycleStore
-from mindfile.storage.search import SqliteSearchStore
 from mindfile.vector.base import VectorFilter, VectorIndex
 
 if TYPE_CHECKING:
@@ -67,10 +66,12 @@ class ReadFilter:
         return self.session_ids is not None and not self.session_ids
 
     def clause(self) -> tuple[str, list[Any]]:
-        """The filter as ``" AND ..."`` SQL on ``chunks AS c``, and its parameters."""
+        """The filter as ``" AND ..."`` SQLite SQL on ``chunks AS c``, and its parameters
+        (the search store's :meth:`~mindfile.storage.search.SearchStore.rowids_matching`
+        is the backend-neutral way to apply it)."""
         return filter_clause(self.session_ids, self.tags, self.condition, self.params)
 
-    def resolve(self, db: Database) -> VectorFilter | None:
+    def resolve(self, db: AnyDatabase) -> VectorFilter | None:
         """The filter in the form the derived indexes take (None: no restriction).
 
         Sessions alone stay a session filter (the indexes hold each chunk's session);
@@ -79,8 +80,9 @@ class ReadFilter:
         if self.empty:
             return VectorFilter(rowids=np.zeros(0, dtype=np.int64))
         if self.tags or self.condition:
-            sql, params = self.clause()
-            rows = SqliteSearchStore(db).rowids_where(sql, params)
+            rows = search_store(db).rowids_matching(
+                self.session_ids, self.tags, self.condition, self.params
+            )
             return VectorFilter(rowids=np.fromiter(rows, np.int64, len(rows)))
         if self.session_ids is not None:
             return VectorFilter(session_ids=self.session_ids)
@@ -100,11 +102,11 @@ class Legs:
 class Retriever:
     """Runs the legs of a read over a :class:`ReadFilter` (see the module docstring)."""
 
-    def __init__(self, db: Database, index: VectorIndex, lexical: Bm25Index | None) -> None:
+    def __init__(self, db: AnyDatabase, index: VectorIndex, lexical: Bm25Index | None) -> None:
         self.db = db
         self.index = index
         self.lexical = lexical
-        self.full_text = full_text(db)
+        self.full_text = full_text(db)  # type: ignore[arg-type]  # until pg-derived lands
 
     def legs(
         self,
@@ -119,7 +121,7 @@ class Retriever:
         ``lexical_k`` BM25 hits of ``query``, both within ``flt``."""
         if flt.empty or ((query_vec is None or vector_k <= 0) and lexical_k <= 0):
             return Legs([], [])
-        hidden = hidden_rowids(SqliteLifecycleStore(self.db), utcnow())
+        hidden = hidden_rowids(lifecycle_store(self.db), utcnow())
         where = flt.resolve(self.db)
         if where is not None and where.rowids is not None and len(where.rowids) == 0:
             return Legs([], [])

@@ -21,8 +21,7 @@ from mindfile.retrieve.degraded import degrade
 from mindfile.retrieve.fusion import Fused, add_tail, rank_key, rrf_fusion, weighted_fusion
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.temporal import apply_time, describe, time_query
-from mindfile.storage.db import Database
-from mindfile.storage.log import chunk_ends, chunk_rows, scoped_sessions, source_sessions
+from mindfile.storage.backend import AnyDatabase, search_store
 from mindfile.types import FusionMode, ScoreBreakdown, SearchHit, SearchMode
 from mindfile.vector.base import VectorIndex
 
@@ -217,7 +216,7 @@ def _embedding(value: Any, dims: int) -> Vector | None:
 
 
 def run_search(
-    db: Database,
+    db: AnyDatabase,
     index: VectorIndex,
     embedder: Embedder,
     req: SearchRequest,
@@ -274,18 +273,18 @@ def run_search(
     )
 
 
-def read_filter(db: Database, req: SearchRequest) -> ReadFilter:
+def read_filter(db: AnyDatabase, req: SearchRequest) -> ReadFilter:
     """The request's sessions and tags, narrowed to its user's (and channel's) sessions
     and to its source (synced files or conversations)."""
     flt = ReadFilter(session_ids=req.session_ids, tags=req.tags)
     if req.user_id is not None or req.channel is not None:
-        flt = flt.narrow(scoped_sessions(db, user_id=req.user_id, channel=req.channel))
+        flt = flt.narrow(search_store(db).scoped_sessions(user_id=req.user_id, channel=req.channel))
     if req.source != "all":
-        flt = flt.narrow(source_sessions(db, files=req.source == "files"))
+        flt = flt.narrow(search_store(db).source_sessions(files=req.source == "files"))
     return flt
 
 
-def _order(db: Database, items: list[Fused], limit: int, depth: int) -> list[Fused]:
+def _order(db: AnyDatabase, items: list[Fused], limit: int, depth: int) -> list[Fused]:
     """Items in result order (:func:`rank_key`), exact for the first ``limit``; the
     items after those follow in no particular order.
 
@@ -317,7 +316,7 @@ def _order(db: Database, items: list[Fused], limit: int, depth: int) -> list[Fus
         i = j
     ranked = [f for _, f in head]
     if tied:
-        ends = chunk_ends(db, tied)
+        ends = search_store(db).chunk_ends(tied)
         ranked.sort(key=lambda f: rank_key(f, ends.get(f.rowid, 0), depth))
     return ranked + rest
 
@@ -334,7 +333,7 @@ def _query_vector(embedder: Embedder, req: SearchRequest) -> Vector:
     return check_query_vector(raw, embedder.dimensions, embedder.model_id)
 
 
-def _hits(db: Database, fused: dict[int, Fused], req: SearchRequest) -> list[SearchHit]:
+def _hits(db: AnyDatabase, fused: dict[int, Fused], req: SearchRequest) -> list[SearchHit]:
     if not fused:
         return []
     candidates = list(fused.values())
@@ -342,12 +341,12 @@ def _hits(db: Database, fused: dict[int, Fused], req: SearchRequest) -> list[Sea
         floor = req.min_score
         candidates = [f for f in candidates if f.score >= floor]
     ranked = _order(db, candidates, req.top_k, req.candidates)
-    rows = chunk_rows(db, [f.rowid for f in ranked[: req.top_k]])
+    rows = search_store(db).chunk_rows([f.rowid for f in ranked[: req.top_k]])
     items = [f for f in ranked[: req.top_k] if f.rowid in rows]
     if len(items) < req.top_k and len(ranked) > req.top_k:
         # Some candidates vanished (deleted since the legs ran): fall back to all.
         ranked = _order(db, ranked, len(ranked), req.candidates)
-        rows = chunk_rows(db, [f.rowid for f in ranked])
+        rows = search_store(db).chunk_rows([f.rowid for f in ranked])
         items = [f for f in ranked if f.rowid in rows]
     hits = []
     for f in items[: req.top_k]:

@@ -124,6 +124,12 @@ class RecallStore(Protocol):
         """The chunks with these rowids (and their vectors, when they have one)."""
         ...
 
+    def scope_condition(self, scope: Scope, *, lookback: bool = True) -> tuple[str, list[Any]]:
+        """What ``scope`` may recall as a condition on ``chunks AS c`` in this backend's
+        SQL, and its parameters (a read filter's ``condition``, which this backend's
+        search and full-text stores take)."""
+        ...
+
 
 SESSION_OF = "SELECT agent_identity, user_id FROM sessions WHERE session_id = ?"
 
@@ -153,6 +159,9 @@ class SqliteRecallStore:
             return None
         agent, user = row
         return (None if agent is None else str(agent)), (None if user is None else str(user))
+
+    def scope_condition(self, scope: Scope, *, lookback: bool = True) -> tuple[str, list[Any]]:
+        return scope.where(lookback=lookback)
 
     def salient(self, scope: Scope, threshold: float, limit: int) -> list[int]:
         where, params = scope.where(lookback=False)

@@ -100,7 +100,16 @@ class PgDatabase:
         self._url = url
         #: The URL as it may be shown (no password).
         self.display = redact(url)
+        #: What messages and ``Mindfile.path`` show for this store (no password).
+        self.path = self.display
         self.readonly = False
+        #: There is no store file: derived indexes live in the heap and publish nothing
+        #: next to it (what SQLite's ``Database.in_memory`` means to them).
+        self.in_memory = True
+        #: Damaged text repaired by reads (SQLite's problem: Postgres refuses invalid
+        #: UTF-8 on the way in, so it stays empty; reconcile reads it on both backends).
+        self.repaired_text: list[str] = []
+        self._tokenizer_db: Any = None
         self._local = _Local()
         self._lock = threading.RLock()
         self._closed = False
@@ -202,6 +211,36 @@ class PgDatabase:
         """Rows changed by this thread's last statement."""
         return max(0, self._local.rowcount)
 
+    def data_version(self) -> int:
+        """Changes whenever anything was committed, by this process or another: the WAL
+        insert position (``pg_current_wal_insert_lsn()``; docs/postgres.md, "Change
+        stamp"). Postgres has no per-database ``PRAGMA data_version``; this one also
+        moves for writes elsewhere on the server, which costs the caller a re-read."""
+        return int(self.scalar("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint"))
+
+    def change_token(self) -> tuple[int, int]:
+        """What derived indexes compare to know when to catch up (SQLite's
+        ``Database.change_token``): :meth:`data_version` (every commit anywhere moves
+        it, this process's own too) and this database's commit count."""
+        return self.data_version(), self._commits
+
+    def held_by_me(self) -> bool:
+        """Whether the calling thread is inside :meth:`atomic` or :meth:`snapshot` (or
+        holds :attr:`lock`): what SQLite's ``Database.held_by_me`` tells the derived
+        indexes (do not wait for a catch-up, do not start one, from here)."""
+        return self._local.depth > 0 or bool(self._lock._is_owned())  # type: ignore[attr-defined]
+
+    def fts5_tokenizer(self, name: str, args: list[str]) -> Any:
+        """SQLite's FTS5 tokenizer (apsw, a core dependency, on a private in-memory
+        connection): the in-process BM25 index tokenises Postgres text exactly as it
+        does SQLite's, so both backends score alike (docs/postgres.md)."""
+        import apsw
+
+        with self._lock:
+            if self._tokenizer_db is None:
+                self._tokenizer_db = apsw.Connection(":memory:")
+            return self._tokenizer_db.fts5_tokenizer(name, args)
+
     @property
     def lock(self) -> threading.RLock:
         """A re-entrant lock for callers that group statements as one step.
@@ -284,6 +323,8 @@ class PgDatabase:
             if not self._closed:
                 self._closed = True
                 self._pool.close()
+                if self._tokenizer_db is not None:
+                    self._tokenizer_db.close()
 
     @property
     def closed(self) -> bool:
