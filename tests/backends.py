@@ -2,17 +2,22 @@
 
 Tests read rows straight from the store to check what the API does not show. They are
 written with SQLite's ``?`` placeholders; :func:`raw` runs them on a Postgres store too
-(``?`` becomes ``%s``, a literal ``%`` is doubled). Dialect differences (``PRAGMA``,
-``json_extract``, FTS5 tables) are not translated: such tests are SQLite-only.
+(``?`` becomes ``%s``, a literal ``%`` is doubled, ``json_extract(col, '$.key')``
+becomes ``col::jsonb ->> 'key'``). Other dialect differences (``PRAGMA``, FTS5 tables)
+are not translated: such tests are SQLite-only.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import mindfile
 from mindfile.storage.db import Database
+
+#: ``json_extract(column, '$.key')`` (a top-level key; its text on Postgres).
+_JSON_EXTRACT = re.compile(r"json_extract\(([\w.]+), '\$\.(\w+)'\)")
 
 
 def is_postgres(mem: mindfile.Mindfile) -> bool:
@@ -21,14 +26,17 @@ def is_postgres(mem: mindfile.Mindfile) -> bool:
 
 
 class Sql:
-    """``query``/``query_one``/``scalar``/``execute`` on a store's database."""
+    """``query``/``query_one``/``scalar``/``execute``/``atomic`` on a store's database."""
 
     def __init__(self, mem: mindfile.Mindfile) -> None:
         self.db: Any = mem.db
         self.postgres = is_postgres(mem)
 
     def _text(self, text: str) -> str:
-        return text.replace("%", "%%").replace("?", "%s") if self.postgres else text
+        if not self.postgres:
+            return text
+        text = _JSON_EXTRACT.sub(r"(\1::jsonb ->> '\2')", text)
+        return text.replace("%", "%%").replace("?", "%s")
 
     def query(self, text: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in self.db.query(self._text(text), list(params))]
@@ -43,6 +51,10 @@ class Sql:
 
     def execute(self, text: str, params: Sequence[Any] = ()) -> None:
         self.db.execute(self._text(text), list(params))
+
+    def atomic(self) -> Any:
+        """The database's transaction (statements above run inside it)."""
+        return self.db.atomic()
 
 
 def raw(mem: mindfile.Mindfile) -> Sql:

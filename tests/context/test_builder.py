@@ -19,6 +19,14 @@ from mindfile.tokens import message_tokens
 
 from ._support import FailingQueryEmbedder, TableEmbedder, assistant, basis, set_chunk, user
 
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
+
 HIKING = "I love hiking in the Alps."
 PEANUTS = "Allergic to peanuts."
 BATTERY = "We size home batteries."
@@ -315,6 +323,7 @@ def test_degrades_without_the_query_embedder(tmp_path: Path) -> None:
         assert ctx.degraded is None and memories(ctx) == [PEANUTS]
 
 
+@pytest.mark.sqlite_only("total_changes() is SQLite's")
 def test_building_writes_nothing(tmem: mindfile.Mindfile) -> None:
     tmem.store("old", 1, user(HIKING), agent_identity="bot")
     before = tmem.db.scalar("SELECT total_changes()")
