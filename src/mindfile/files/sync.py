@@ -147,7 +147,7 @@ def sync(
 def _sqlite_db(engine: Mindfile) -> Database:
     """The store's SQLite database; :class:`UnsupportedBackendError` on Postgres, where
     file sync is not implemented yet (docs/postgres.md, "Status")."""
-    db = _sqlite_db(engine)
+    db = engine.db
     if not isinstance(db, Database):
         raise UnsupportedBackendError(
             "sync() is not supported on Postgres stores yet (the files store has no "

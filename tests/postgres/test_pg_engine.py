@@ -1,0 +1,158 @@
+"""The engine on Postgres from several processes: ``mindfile.open("postgresql://...")``
+in each, one shared store (real server, real processes; tests/postgres/_engine_child.py).
+
+* Three processes storing into their own sessions and into one shared session lose no
+  write, never share a sequence, and each one's searches find the others' committed
+  writes (full text and hybrid).
+* A writer killed with ``kill -9`` in the middle of ``store_many`` loses only its own
+  uncommitted batch: its earlier batch stays, other writers were not blocked by it,
+  and the session it was writing takes the next sequence at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import mindfile
+from mindfile.errors import UnsupportedBackendError
+
+CHILD = Path(__file__).with_name("_engine_child.py")
+
+
+def _children(*argvs: list[str], env: dict[str, str], timeout: float = 300) -> list[object]:
+    """Run engine processes that start writing at the same moment; their JSON answers."""
+    go = Path(tempfile.mkdtemp(prefix="mindfile-go-")) / "go"
+    env = {**os.environ, **env, "MINDFILE_TEST_GO": str(go)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(CHILD), *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        for argv in argvs
+    ]
+    answers = []
+    try:
+        deadline = time.monotonic() + timeout
+        while len(list(go.parent.glob("go.ready.*"))) < len(procs):
+            for p in procs:
+                if p.poll() is not None:
+                    _, err = p.communicate()
+                    raise AssertionError(f"a child died before it was ready: {err.decode()}")
+            assert time.monotonic() < deadline, "the children never got ready"
+            time.sleep(0.02)
+        go.touch()
+        for proc in procs:
+            out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            assert proc.returncode == 0, err.decode()
+            answers.append(json.loads(out.decode().strip().splitlines()[-1]))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    return answers
+
+
+def test_three_processes_store_and_search_each_others_writes(pg_url: str, tmp_path: Path) -> None:
+    names, own, shared = ["a", "b", "c"], 15, 12
+    with mindfile.open(pg_url, embedder="hash") as mem:  # creates the schema once
+        mem.store("seed", 1, "the store exists")
+    done = tmp_path / "done"
+    done.mkdir()
+    answers = _children(
+        *[["mix", pg_url, name, str(own), str(shared), str(done)] for name in names],
+        env={"MINDFILE_TEST_WRITERS": str(len(names))},
+    )
+    with mindfile.open(pg_url, embedder="hash") as mem:
+        for name in names:  # every own write, in order
+            events = mem.recall(f"own-{name}")
+            assert [e.sequence for e in events] == list(range(1, own + 1))
+            assert all(f"zq{name}x{e.sequence} " in str(e.payload) for e in events)
+        events = mem.recall("shared")
+        sequences = [e.sequence for e in events]
+        assert sequences == list(range(1, len(names) * shared + 1))  # none lost, none twice
+        texts = sorted(str(e.payload) for e in events)
+        expected = sorted(
+            f"{name} shared zq{name}x{1000 + i}" for name in names for i in range(shared)
+        )
+        assert texts == expected
+        got = sorted(s for answer in answers for s in answer["shared"])  # type: ignore[index]
+        assert got == sequences  # each process was handed the sequences it stored
+        assert mem.info().chunks == len(names) * (own + shared) + 1
+        # This process (opened after them) finds every writer's words too.
+        for name in names:
+            assert mem.search(f"zq{name}x{own}", mode="fts")[0].text.startswith(name)
+    for answer in answers:
+        found = answer["found"]  # type: ignore[index]
+        assert sorted(found) == names
+        assert all(f["fts"] and f["hybrid"] for f in found.values()), found
+
+
+def test_a_writer_killed_mid_store_many_loses_only_its_own_batch(
+    pg_url: str, tmp_path: Path
+) -> None:
+    with mindfile.open(pg_url, embedder="hash") as mem:
+        mem.store("other", 1, "written before the crash")
+    marker = tmp_path / "inside"
+    child = subprocess.Popen(
+        [sys.executable, str(CHILD), "killme", pg_url, "victim", str(marker)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            if child.poll() is not None:
+                raise AssertionError(child.communicate()[1].decode())
+            assert time.monotonic() < deadline, "the child never reached its transaction"
+            time.sleep(0.05)
+        with mindfile.open(pg_url, embedder="hash") as mem:
+            # Its batch is invisible while uncommitted, and does not block other writers.
+            assert [e.sequence for e in mem.recall("victim")] == [1, 2, 3]
+            mem.store_many([("other", 2, "written during the crash"), ("third", 1, "also")])
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate()
+    with mindfile.open(pg_url, embedder="hash") as mem:
+        assert [e.payload for e in mem.recall("victim")] == [f"committed {i}" for i in (1, 2, 3)]
+        assert [e.sequence for e in mem.recall("other")] == [1, 2]
+        assert [e.sequence for e in mem.recall("third")] == [1]
+        assert mem.search("doomed", mode="fts") == []
+        # The dead transaction's session lock went with its connection: the next
+        # sequence is free at once, and the sequence the batch had taken is reusable.
+        mem.store("victim", 4, "after the crash")
+        assert [e.sequence for e in mem.recall("victim")] == [1, 2, 3, 4]
+        assert mem.info().chunks == 6
+
+
+def test_sync_is_not_supported_on_postgres_yet(pg_url: str, tmp_path: Path) -> None:
+    (tmp_path / "notes.md").write_text("a synced file\n")
+    with mindfile.open(pg_url, embedder="hash") as mem:
+        with pytest.raises(UnsupportedBackendError, match="sync"):
+            mem.sync(tmp_path)
+        assert mem.info().chunks == 0
+
+
+def test_the_engine_on_postgres_reports_its_url_without_the_password(pg_url: str) -> None:
+    url = pg_url.replace("postgresql://postgres@", "postgresql://postgres:pw-s3cret@")
+    with mindfile.open(url, embedder="hash") as mem:
+        mem.store("s", 1, "hello")
+        assert "s3cret" not in mem.path and "s3cret" not in repr(mem.info())
+        assert mem.info().path == mem.path and mem.path.startswith("postgresql://postgres:***@")
+    with mindfile.open(pg_url) as mem:  # reopened without an embedder: the bound model
+        assert mem.embedder.model_id == "hash-blake3-256"
+        assert [e.payload for e in mem.recall("s")] == ["hello"]
