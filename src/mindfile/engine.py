@@ -154,17 +154,12 @@ def _postgres_url(path: object) -> bool:
 FILE_VECTOR_INDEXES = ("sqlite-vec", "zvec", "lancedb")
 
 
-def _check_postgres_options(vector_index: str, durability: str, read_only: bool) -> None:
+def _check_postgres_options(vector_index: str, durability: str) -> None:
     """Options that only make sense for a store file: a :class:`ConfigError` on Postgres."""
     if durability != "normal":
         raise ConfigError(
             "durability is the SQLite file's fsync setting; a Postgres store is as durable "
             "as its server makes commits (synchronous_commit, docs/postgres.md)"
-        )
-    if read_only:
-        raise ConfigError(
-            "read_only=True opens a store file read-only; it is not supported for Postgres "
-            "stores (connect as a role with read-only grants to protect the data)"
         )
     if vector_index in FILE_VECTOR_INDEXES:
         raise ConfigError(
@@ -174,18 +169,21 @@ def _check_postgres_options(vector_index: str, durability: str, read_only: bool)
         )
 
 
-def _open_postgres(url: str) -> tuple[PgDatabase, Stores, Callable[[], int]]:
-    """A Postgres store: its database (a connection pool), stores and migration step."""
+def _open_postgres(url: str, read_only: bool) -> tuple[PgDatabase, Stores, Callable[[], int]]:
+    """A Postgres store: its database (a connection pool), stores and migration step
+    (read-only: every transaction ``READ ONLY``, the schema checked, never changed)."""
     try:
         from mindfile.storage.postgres import PgDatabase, apply_pg_migrations
+        from mindfile.storage.postgres.migrations import check_pg_migrations
         from mindfile.storage.postgres.stores import pg_stores
     except ImportError as exc:
         raise ConfigError(
             'a Postgres store needs the postgres extra: pip install "mindfile[postgres]" '
             f"({exc.name} is missing)"
         ) from None
-    db = PgDatabase(url)
-    return db, pg_stores(db), functools.partial(apply_pg_migrations, db)
+    db = PgDatabase(url, readonly=read_only)
+    migrate = check_pg_migrations if read_only else apply_pg_migrations
+    return db, pg_stores(db), functools.partial(migrate, db)
 
 
 def _read_only_uri(path: str) -> bool:
@@ -220,9 +218,9 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             raise ConfigError("read_only must be True or False")
         postgres = _postgres_url(path)
         if postgres:
-            _check_postgres_options(vector_index, durability, read_only)
+            _check_postgres_options(vector_index, durability)
         read_only = read_only or (not postgres and _read_only_uri(str(path)))
-        if read_only and vector_index not in ("exact", "auto"):
+        if read_only and not postgres and vector_index not in ("exact", "auto"):
             raise ConfigError(
                 f"vector_index={vector_index!r} keeps its index in the store file and needs "
                 "a writable store; read_only stores use vector_index='exact'"
@@ -243,7 +241,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         self.stores: Stores
         migrate: Callable[[], int]
         if postgres:
-            pg, self.stores, migrate = _open_postgres(str(path))
+            pg, self.stores, migrate = _open_postgres(str(path), read_only)
             self.db = pg
             #: Where the store is: its file, or the Postgres URL without its password.
             self.path = pg.path

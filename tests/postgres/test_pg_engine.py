@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import mindfile
-from mindfile.errors import UnsupportedBackendError
+from mindfile.errors import ReadOnlyError, SchemaError, UnsupportedBackendError
 
 CHILD = Path(__file__).with_name("_engine_child.py")
 
@@ -156,3 +156,25 @@ def test_the_engine_on_postgres_reports_its_url_without_the_password(pg_url: str
     with mindfile.open(pg_url) as mem:  # reopened without an embedder: the bound model
         assert mem.embedder.model_id == "hash-blake3-256"
         assert [e.payload for e in mem.recall("s")] == ["hello"]
+
+
+def test_read_only_opens_a_postgres_store_in_read_only_transactions(pg_url: str) -> None:
+    with pytest.raises(SchemaError):  # nothing to read, and nothing is created
+        mindfile.open(pg_url, embedder="hash", read_only=True)
+    with mindfile.open(pg_url, embedder="hash") as mem:
+        mem.store("s", 1, "kept safe from readers")
+        mem.set_fact("u", "c", "k", "v")
+    with mindfile.open(pg_url, read_only=True) as ro:
+        assert ro.read_only and ro.embedder.model_id == "hash-blake3-256"
+        assert [e.payload for e in ro.recall("s")] == ["kept safe from readers"]
+        assert ro.get_fact("u", "c", "k") is not None
+        with pytest.raises(ReadOnlyError):
+            ro.store("s", 2, "a write")
+        with pytest.raises(ReadOnlyError):
+            ro.set_fact("u", "c", "k", "changed")
+        with pytest.raises(ReadOnlyError):  # a single statement outside a transaction too
+            ro.record_use([ro.search("safe", mode="fts")[0].chunk_id])
+    with mindfile.open(pg_url, embedder="hash") as mem:
+        assert [e.sequence for e in mem.recall("s")] == [1]
+        fact = mem.get_fact("u", "c", "k")
+        assert fact is not None and fact.value == "v"

@@ -57,7 +57,6 @@ def test_open_connects_to_postgres_urls_and_never_shows_the_password(
     ("options", "says"),
     [
         ({"durability": "full"}, "durability"),
-        ({"read_only": True}, "read_only"),
         ({"vector_index": "sqlite-vec"}, "sqlite-vec"),
         ({"vector_index": "zvec"}, "zvec"),
         ({"vector_index": "lancedb"}, "lancedb"),

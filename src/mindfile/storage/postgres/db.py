@@ -41,6 +41,7 @@ from mindfile.errors import (
     ConflictError,
     DatabaseConnectionError,
     InvalidInputError,
+    ReadOnlyError,
     StorageError,
 )
 
@@ -88,6 +89,7 @@ class PgDatabase:
         min_size: int = 1,
         max_size: int = 8,
         timeout: float = CONNECT_TIMEOUT,
+        readonly: bool = False,
     ) -> None:
         scheme = url.split("://", 1)[0].lower() if "://" in url else ""
         if scheme not in ("postgresql", "postgres"):
@@ -102,7 +104,10 @@ class PgDatabase:
         self.display = redact(url)
         #: What messages and ``Mindfile.path`` show for this store (no password).
         self.path = self.display
-        self.readonly = False
+        #: Read-only: every connection's transactions are ``READ ONLY``
+        #: (``default_transaction_read_only``), :meth:`atomic` raises
+        #: :class:`~mindfile.errors.ReadOnlyError`, and so does any write statement.
+        self.readonly = readonly
         #: There is no store file: derived indexes live in the heap and publish nothing
         #: next to it (what SQLite's ``Database.in_memory`` means to them).
         self.in_memory = True
@@ -124,7 +129,7 @@ class PgDatabase:
             kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout))},
             timeout=timeout,
             name="mindfile",
-            configure=_configure,
+            configure=_configure_read_only if readonly else _configure,
             open=True,
         )
 
@@ -255,6 +260,10 @@ class PgDatabase:
     @contextlib.contextmanager
     def atomic(self) -> Iterator[PgDatabase]:
         """A transaction; nested calls become savepoints. All or nothing."""
+        if self.readonly:
+            raise ReadOnlyError(
+                f"{self.display} is open read-only; open it without read_only=True to write"
+            )
         local = self._local
         if local.conn is not None:
             with _translate(self._url), local.conn.transaction():
@@ -343,6 +352,13 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
         register_vector(conn)
 
 
+def _configure_read_only(conn: psycopg.Connection[Any]) -> None:
+    """:func:`_configure`, and every transaction of the connection ``READ ONLY`` (the
+    server then refuses any write, whatever the statement)."""
+    _configure(conn)
+    conn.execute("SET default_transaction_read_only = on")
+
+
 def _reason(exc: BaseException, url: str) -> str:
     """The server's or libpq's reason (first line), with any trace of the password removed."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -374,6 +390,8 @@ def _translate(url: str) -> Iterator[None]:
     """Turn psycopg's exceptions into Mindfile's error tree."""
     try:
         yield
+    except psycopg.errors.ReadOnlySqlTransaction as exc:
+        raise ReadOnlyError(f"the store is read-only: {_reason(exc, url)}") from exc
     except psycopg.errors.IntegrityError as exc:
         raise ConflictError(f"constraint violated: {_reason(exc, url)}") from exc
     except (psycopg.errors.DataError, psycopg.errors.NumericValueOutOfRange) as exc:
