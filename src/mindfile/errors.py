@@ -74,9 +74,9 @@ class ConfigError(MindfileError):
 
 
 class UnsupportedBackendError(ConfigError):
-    """The store's backend does not support this (yet): ``sync()`` on a Postgres store,
-    or SQLite's ``Database`` given a ``postgresql://`` URL (docs/postgres.md, "Status");
-    ``details["scheme"]`` is the backend's URL scheme.
+    """The backend cannot do this: SQLite's ``Database`` given a ``postgresql://`` URL
+    (``mindfile.open`` opens those; docs/postgres.md); ``details["scheme"]`` is the
+    URL's scheme.
     """
 
     code = "unsupported_backend"

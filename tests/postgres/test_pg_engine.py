@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import mindfile
-from mindfile.errors import ReadOnlyError, SchemaError, UnsupportedBackendError
+from mindfile.errors import ReadOnlyError, SchemaError
 
 CHILD = Path(__file__).with_name("_engine_child.py")
 
@@ -137,14 +137,6 @@ def test_a_writer_killed_mid_store_many_loses_only_its_own_batch(
         mem.store("victim", 4, "after the crash")
         assert [e.sequence for e in mem.recall("victim")] == [1, 2, 3, 4]
         assert mem.info().chunks == 6
-
-
-def test_sync_is_not_supported_on_postgres_yet(pg_url: str, tmp_path: Path) -> None:
-    (tmp_path / "notes.md").write_text("a synced file\n")
-    with mindfile.open(pg_url, embedder="hash") as mem:
-        with pytest.raises(UnsupportedBackendError, match="sync"):
-            mem.sync(tmp_path)
-        assert mem.info().chunks == 0
 
 
 def test_the_engine_on_postgres_reports_its_url_without_the_password(pg_url: str) -> None:

@@ -25,6 +25,7 @@ from mindfile.storage.db import Database
 if TYPE_CHECKING:
     from mindfile.scheduler.protocol import SchedulerStore
     from mindfile.storage.events import EventStore
+    from mindfile.storage.files import FilesStore
     from mindfile.storage.lifecycle import LifecycleStore
     from mindfile.storage.meta import MetaStore
     from mindfile.storage.postgres.db import PgDatabase
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AnyDatabase",
     "event_store",
+    "files_store",
     "is_postgres",
     "lifecycle_store",
     "meta_store",
@@ -117,3 +119,14 @@ def scheduler_store(db: AnyDatabase) -> SchedulerStore:
     from mindfile.storage.postgres.scheduler import PgSchedulerStore
 
     return PgSchedulerStore(db)
+
+
+def files_store(db: AnyDatabase) -> FilesStore:
+    """The files store (synced folders, :mod:`mindfile.files`) over ``db``."""
+    if isinstance(db, Database):
+        from mindfile.storage.files import SqliteFilesStore
+
+        return SqliteFilesStore(db)
+    from mindfile.storage.postgres.files import PgFilesStore
+
+    return PgFilesStore(db)
