@@ -170,3 +170,21 @@ def test_read_only_opens_a_postgres_store_in_read_only_transactions(pg_url: str)
         assert [e.sequence for e in mem.recall("s")] == [1]
         fact = mem.get_fact("u", "c", "k")
         assert fact is not None and fact.value == "v"
+
+
+def test_the_cli_takes_a_postgres_url(pg_url: str) -> None:
+    from click.testing import CliRunner
+
+    from mindfile.cli.main import cli
+
+    with mindfile.open(pg_url, embedder="hash") as mem:
+        mem.store("chat", 1, "hello from the cli test", user_id="ann")
+    runner = CliRunner()
+    out = runner.invoke(cli, ["sessions", "--user", "ann", "--json", "--db", pg_url])
+    assert out.exit_code == 0, out.output
+    assert [s["session_id"] for s in json.loads(out.output)] == ["chat"]
+    secret = pg_url.replace("postgresql://postgres@", "postgresql://postgres:pw-s3cret@")
+    broken = secret.replace("host=", "host=/nonexistent")
+    out = runner.invoke(cli, ["sessions", "--json", "--db", broken])
+    assert out.exit_code != 0 and "db_connection" in out.output
+    assert "s3cret" not in out.output
