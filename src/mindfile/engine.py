@@ -808,6 +808,9 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             vectors=counts["chunks_vec"],
             size_bytes=size,
             extra={
+                # "sqlite" (size_bytes: the file and its WAL) or "postgres" (size_bytes 0:
+                # the server's, not this store's, to measure)
+                "backend": "sqlite" if isinstance(self.db, Database) else "postgres",
                 "durability": self.durability,
                 # why vector_index="auto" opened the index it did (None: named explicitly)
                 "vector_index_choice": self._index_choice,
