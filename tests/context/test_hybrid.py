@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -21,8 +20,9 @@ TRIPS = [
 
 
 @pytest.fixture
-def mem(tmp_path: Path) -> Iterator[mindfile.Mindfile]:
-    with mindfile.open(tmp_path / "h.db") as store:
+def mem(store_location: str) -> Iterator[mindfile.Mindfile]:
+    """On both backends (tests/conftest.py)."""
+    with mindfile.open(store_location) as store:
         store.store_many(
             [(f"trip-{i % 6}", i, text) for i, text in enumerate(TRIPS)], user_id="maya"
         )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -13,6 +12,14 @@ from mindfile.errors import InvalidInputError
 from mindfile.retrieve.fusion import RRF_K, min_max
 
 from ._support import TableEmbedder
+
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
 
 # Hand-made vectors (query embedding is [1, 0, 0]) so every score can be worked out here.
 A, B, C, D = "alpha alpha alpha", "alpha beta gamma delta epsilon", "zeta eta", "theta iota"
@@ -23,8 +30,8 @@ SESSION_OF = {A: "a", B: "b", C: "c", D: "d"}
 
 
 @pytest.fixture
-def table(tmp_path: Path) -> Iterator[mindfile.Mindfile]:
-    with mindfile.open(tmp_path / "t.db", embedder=TableEmbedder(VECTORS)) as mem:
+def table(store_location: str) -> Iterator[mindfile.Mindfile]:
+    with mindfile.open(store_location, embedder=TableEmbedder(VECTORS)) as mem:
         # One session each: neighbouring turns would add FTS context to each other.
         for seq, text in enumerate((A, B, C, D), start=1):
             mem.store(SESSION_OF[text], seq, text)
