@@ -369,6 +369,9 @@ class PgModelStore:
         return [(int(i), str(t)) for i, t in self.db.query(MISSING_TEXT_HASHES)]
 
     def set_text_hashes(self, pairs: Sequence[tuple[str, int]]) -> None:
+        # No index reads the hashes, but re-embedding's switch locks these rows and then
+        # writes vectors in one transaction: the chunk lock first (writer_lock.py).
+        lock_chunk_writes(self.db)
         self.db.executemany(SET_TEXT_HASH, [(h, int(i)) for h, i in pairs])
 
     def switch_model(self, model_id: str, dims: int) -> list[int]:

@@ -20,7 +20,20 @@ Why before the per-session locks, not after them: updating a note or a fact dele
 old chunks (the chunk lock) and only then asks for the session's next sequence (the
 session lock), in one transaction (``memory/notes.py``, ``memory/facts.py``); a batch
 writer takes session locks and then writes chunks. With the session locks first, those
-two would deadlock; with the chunk lock first in both, the second simply waits.
+two would deadlock; with the chunk lock first in both, the second simply waits. Since
+every session lock is taken by a holder of the chunk lock, session locks are never
+contended any more; they stay, as the rule that makes a sequence safe does not depend
+on this one.
+
+The methods that take it: the session store's ``next_sequence``, ``write_events`` and
+``add_chunks``; deleting a session or erasing a user (the deletes cascade into chunks);
+a fact's writes (its row, then its chunks); a note's removal; consolidation's merge and
+summary chunk; deleting chunks (expiry, quotas); completing embedding jobs; dropping
+vectors; re-embedding's switch and its hash backfill (rows it locks before the switch).
+What is left: a caller's transaction that first locks rows in a store method not listed
+(a pin, a scratchpad, a session row) and then writes chunks, while a chunk writer wants
+those rows. No Mindfile path does that today; Postgres would detect it after
+``deadlock_timeout`` and abort one of the two with a :class:`~mindfile.errors.StorageError`.
 """
 
 from __future__ import annotations
