@@ -13,6 +13,13 @@ of one session, on any hosts, run that step one after the other: the second sees
 first's events (or none, if it rolled back) and never reuses a sequence. The batch
 writer locks its sessions in sorted order, so two batches never deadlock. The lock
 lasts until the caller's transaction ends: call these inside ``db.atomic()``.
+
+**Chunk ids in commit order.** Before any session lock, these methods take the chunk
+writers' lock (:mod:`mindfile.storage.postgres.writer_lock`, migration 0008), which the
+triggers on ``chunks`` and ``chunks_vec`` take anyway at the first chunk write: one
+transaction at a time writes chunks, so ids and change-log seqs are handed out in
+commit order. Taking it first keeps it free of deadlocks (the reasons are in that
+module).
 """
 
 from __future__ import annotations
