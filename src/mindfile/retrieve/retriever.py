@@ -106,7 +106,7 @@ class Retriever:
         self.db = db
         self.index = index
         self.lexical = lexical
-        self.full_text = full_text(db)  # type: ignore[arg-type]  # until pg-derived lands
+        self.full_text = full_text(db)
 
     def legs(
         self,
