@@ -117,6 +117,7 @@ def test_recency_fusion_by_hand() -> None:
     assert recency_fusion([]) == {}
 
 
+@pytest.mark.sqlite_only("EXPLAIN QUERY PLAN is SQLite's")
 def test_the_backlog_check_is_one_cheap_query(db_path: Path) -> None:
     with mindfile.open(db_path, embedder=f"hash:{DIMS}") as mem:
         mem.store_many(messages(5))

@@ -51,6 +51,7 @@ def test_a_healthy_store_is_consistent(db_path: Path) -> None:
         assert report.to_dict()["consistent"] is True
 
 
+@pytest.mark.sqlite_only("damages the store with SQLite-only SQL (blobs, FTS5, sqlite-vec)")
 def test_deleted_vectors_are_found_and_reembedded(db_path: Path) -> None:
     with sync_store(db_path) as mem:
         mem.store_many(messages(6))
@@ -94,6 +95,7 @@ def test_live_and_dead_jobs_are_not_missing_vectors(db_path: Path) -> None:
         assert status_counts(mem) == {"failed": 2, "pending": 2}  # dead letters stay dead
 
 
+@pytest.mark.sqlite_only("damages the store with SQLite-only SQL (blobs, FTS5, sqlite-vec)")
 def test_wrong_model_and_wrong_size_vectors_are_replaced(db_path: Path) -> None:
     with sync_store(db_path) as mem:
         mem.store_many(messages(5))
@@ -120,6 +122,7 @@ def test_wrong_model_and_wrong_size_vectors_are_replaced(db_path: Path) -> None:
         assert hit.sequence_start == 2 and hit.breakdown.vector == pytest.approx(1.0)
 
 
+@pytest.mark.sqlite_only("damages the store with SQLite-only SQL (blobs, FTS5, sqlite-vec)")
 def test_orphan_vectors_are_deleted(db_path: Path) -> None:
     with sync_store(db_path) as mem:
         mem.store_many(messages(3))
@@ -133,6 +136,7 @@ def test_orphan_vectors_are_deleted(db_path: Path) -> None:
         assert mem.reconcile(repair=False).consistent
 
 
+@pytest.mark.sqlite_only("damages the store with SQLite-only SQL (blobs, FTS5, sqlite-vec)")
 def test_a_broken_fts_index_is_rebuilt(db_path: Path) -> None:
     with sync_store(db_path) as mem:
         mem.store_many(messages(4))
@@ -150,6 +154,7 @@ def test_a_broken_fts_index_is_rebuilt(db_path: Path) -> None:
         assert mem.reconcile(repair=False).consistent
 
 
+@pytest.mark.sqlite_only("damages the store with SQLite-only SQL (blobs, FTS5, sqlite-vec)")
 def test_a_tampered_sqlite_vec_index_is_rebuilt(db_path: Path) -> None:
     with sync_store(db_path, vector_index="sqlite-vec") as mem:
         mem.store_many(messages(6))

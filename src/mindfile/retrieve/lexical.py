@@ -213,6 +213,11 @@ class Bm25Index:
         newest = self._source.chunk_max_id()
         return newest - state.max_rowid <= BACKLOG
 
+    def backlog(self) -> int:
+        """Chunks added since this index last caught up (all of them before the first
+        build): what a search would index before answering (updates not counted)."""
+        return max(0, self._source.chunk_max_id() - self._state.max_rowid)
+
     def warm(self) -> None:
         """Build or catch up in a background thread (one at a time); returns at once.
 

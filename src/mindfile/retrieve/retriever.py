@@ -25,7 +25,7 @@ import numpy as np
 from mindfile.embed.base import Vector
 from mindfile.manage.expiry import hidden_rowids
 from mindfile.retrieve.fts import COLUMN_WEIGHTS, query_words
-from mindfile.storage.backend import AnyDatabase, lifecycle_store, search_store
+from mindfile.storage.backend import AnyDatabase, is_postgres, lifecycle_store, search_store
 from mindfile.storage.db import utcnow
 from mindfile.storage.fulltext import filter_clause, full_text
 from mindfile.vector.base import VectorFilter, VectorIndex
@@ -33,7 +33,11 @@ from mindfile.vector.base import VectorFilter, VectorIndex
 if TYPE_CHECKING:
     from mindfile.retrieve.lexical import Bm25Index
 
-__all__ = ["Legs", "ReadFilter", "Retriever"]
+__all__ = ["PG_WAIT_BACKLOG", "Legs", "ReadFilter", "Retriever"]
+
+#: On Postgres, a search catches the BM25 index up itself when at most this many chunks
+#: wait (see :meth:`Retriever._wait_for`).
+PG_WAIT_BACKLOG = 100_000
 
 Hits = list[tuple[int, float]]
 
@@ -108,6 +112,20 @@ class Retriever:
         self.lexical = lexical
         self.full_text = full_text(db)
 
+    def _wait_for(self, bm25: Bm25Index) -> bool:
+        """Whether to let ``bm25`` catch up now rather than rank with the database.
+
+        On Postgres: each process builds its index in the heap (there is no published
+        base to map), and the database's ranking (``ts_rank_cd``) orders differently
+        than BM25, so a search indexes a backlog of up to :data:`PG_WAIT_BACKLOG`
+        chunks itself (seconds at that size) and answers as SQLite's BM25 would; a
+        larger one (a bulk ingest) is built in the background meanwhile, as on SQLite.
+        Never inside the caller's transaction (its uncommitted rows may roll back).
+        """
+        return (
+            is_postgres(self.db) and not self.db.held_by_me() and bm25.backlog() <= PG_WAIT_BACKLOG
+        )
+
     def legs(
         self,
         query: str,
@@ -133,7 +151,7 @@ class Retriever:
         warm_after: Bm25Index | None = None
         if lexical_k > 0:
             bm25 = self.lexical
-            if bm25 is not None and not bm25.usable():
+            if bm25 is not None and not bm25.usable() and not self._wait_for(bm25):
                 # Building (or catching up a bulk ingest) takes seconds: rank with FTS5
                 # meanwhile, and start it only after these reads (a Python build thread
                 # would hold the GIL against this thread's row-by-row reads).

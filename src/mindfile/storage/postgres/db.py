@@ -155,6 +155,8 @@ class PgDatabase:
         if conn is not None:
             yield conn
             return
+        if self._closed:  # as SQLite's closed connection: a StorageError, not the pool's
+            raise StorageError(f"the store {self.display} is closed")
         try:
             with self._pool.connection() as pooled:
                 yield pooled
