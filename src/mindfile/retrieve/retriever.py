@@ -37,7 +37,7 @@ __all__ = ["PG_WAIT_BACKLOG", "Legs", "ReadFilter", "Retriever"]
 
 #: On Postgres, a search catches the BM25 index up itself when at most this many chunks
 #: wait (see :meth:`Retriever._wait_for`).
-PG_WAIT_BACKLOG = 100_000
+PG_WAIT_BACKLOG = 50_000
 
 Hits = list[tuple[int, float]]
 
@@ -118,8 +118,9 @@ class Retriever:
         On Postgres: each process builds its index in the heap (there is no published
         base to map), and the database's ranking (``ts_rank_cd``) orders differently
         than BM25, so a search indexes a backlog of up to :data:`PG_WAIT_BACKLOG`
-        chunks itself (seconds at that size) and answers as SQLite's BM25 would; a
-        larger one (a bulk ingest) is built in the background meanwhile, as on SQLite.
+        chunks itself (measured: 1.9 s for 20,000 chunks of 40 words on a loaded
+        2-core machine) and answers as SQLite's BM25 would; a larger one (a bulk
+        ingest) is built in the background meanwhile, as on SQLite.
         Never inside the caller's transaction (its uncommitted rows may roll back).
         """
         return (
