@@ -86,7 +86,11 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
 ) -> Mindfile:
     """Open (creating if needed) a memory store.
 
-    ``path`` is a file path or ``":memory:"``. ``embedder`` is a spec such as
+    ``path`` is a file path, ``":memory:"``, or a ``postgresql://`` (``postgres://``) URL:
+    the same store on a Postgres + pgvector server, every feature alike (extra
+    ``[postgres]``; docs/postgres.md; ``durability`` and the file-only vector indexes
+    are a :class:`~mindfile.errors.ConfigError` there, the password is never shown).
+    ``embedder`` is a spec such as
     ``"static"`` (the bundled model, default for new stores) or ``"hash"``, or any
     :class:`~mindfile.embed.Embedder`; reopening a store without one uses the model the
     store was made with. ``vector_index`` is ``"auto"`` (default: ``"exact"`` below
