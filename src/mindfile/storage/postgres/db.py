@@ -45,7 +45,7 @@ from mindfile.errors import (
     StorageError,
 )
 
-__all__ = ["PgDatabase", "Row", "redact"]
+__all__ = ["ConnectionLock", "PgDatabase", "Row", "redact"]
 
 Row = tuple[Any, ...]
 Params = Sequence[Any] | dict[str, Any] | None
@@ -71,12 +71,69 @@ def redact(url: str) -> str:
 
 
 class _Local(threading.local):
-    """One thread's view: its transaction's connection and the last row count."""
+    """One thread's view: its transaction's connection, the connection it holds with
+    :attr:`PgDatabase.lock`, and the last row count."""
 
     conn: psycopg.Connection[Any] | None = None
     depth: int = 0
     writing: int = 0
     rowcount: int = -1
+    pinned: psycopg.Connection[Any] | None = None
+    pinned_cm: contextlib.AbstractContextManager[psycopg.Connection[Any]] | None = None
+    lock_depth: int = 0
+
+
+class ConnectionLock:
+    """:attr:`PgDatabase.lock`: a re-entrant lock whose holder also holds a connection.
+
+    A thread outside a transaction takes a pooled connection *before* it waits for the
+    lock, and keeps it (every statement it runs while holding the lock uses it) until it
+    releases the lock. So the holder never waits for the pool: threads inside
+    transactions (each holding a connection) may wait for the lock, and with a plain
+    lock its holder could then wait for a free connection forever (the pool exhausted
+    by its waiters), which a thread stress test hit at once.
+    """
+
+    def __init__(self, db: PgDatabase) -> None:
+        self._db = db
+        self._rlock = threading.RLock()
+
+    def acquire(self) -> bool:
+        local = self._db._local
+        if local.lock_depth == 0 and local.conn is None and local.pinned is None:
+            cm = self._db._pooled()
+            local.pinned = cm.__enter__()
+            local.pinned_cm = cm
+        try:
+            self._rlock.acquire()
+        except BaseException:
+            self._unpin()
+            raise
+        local.lock_depth += 1
+        return True
+
+    def release(self) -> None:
+        local = self._db._local
+        local.lock_depth -= 1
+        self._rlock.release()
+        if local.lock_depth == 0:
+            self._unpin()
+
+    def _unpin(self) -> None:
+        local = self._db._local
+        cm, local.pinned, local.pinned_cm = local.pinned_cm, None, None
+        if cm is not None:
+            cm.__exit__(None, None, None)
+
+    def owned(self) -> bool:
+        """Whether the calling thread holds the lock."""
+        return self._db._local.lock_depth > 0
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class PgDatabase:
@@ -116,7 +173,8 @@ class PgDatabase:
         self.repaired_text: list[str] = []
         self._tokenizer_db: Any = None
         self._local = _Local()
-        self._lock = threading.RLock()
+        self._lock = ConnectionLock(self)
+        self._state_lock = threading.Lock()  # this object's own fields
         self._closed = False
         self._commits = 0
         # One direct connection first: a wrong host or password is a typed error at
@@ -150,11 +208,18 @@ class PgDatabase:
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """The thread's transaction connection, or a pooled one for one statement."""
-        conn = self._local.conn
+        """The thread's transaction connection, the one it holds with :attr:`lock`, or a
+        pooled one for one statement."""
+        conn = self._local.conn or self._local.pinned
         if conn is not None:
             yield conn
             return
+        with self._pooled() as pooled:
+            yield pooled
+
+    @contextlib.contextmanager
+    def _pooled(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection from the pool (typed errors when there is none)."""
         if self._closed:  # as SQLite's closed connection: a StorageError, not the pool's
             raise StorageError(f"the store {self.display} is closed")
         try:
@@ -235,7 +300,7 @@ class PgDatabase:
         """Whether the calling thread is inside :meth:`atomic` or :meth:`snapshot` (or
         holds :attr:`lock`): what SQLite's ``Database.held_by_me`` tells the derived
         indexes (do not wait for a catch-up, do not start one, from here)."""
-        return self._local.depth > 0 or bool(self._lock._is_owned())  # type: ignore[attr-defined]
+        return self._local.depth > 0 or self._lock.owned()
 
     def fts5_tokenizer(self, name: str, args: list[str]) -> Any:
         """SQLite's FTS5 tokenizer (apsw, a core dependency, on a private in-memory
@@ -243,14 +308,15 @@ class PgDatabase:
         does SQLite's, so both backends score alike (docs/postgres.md)."""
         import apsw
 
-        with self._lock:
+        with self._state_lock:
             if self._tokenizer_db is None:
                 self._tokenizer_db = apsw.Connection(":memory:")
             return self._tokenizer_db.fts5_tokenizer(name, args)
 
     @property
-    def lock(self) -> threading.RLock:
-        """A re-entrant lock for callers that group statements as one step.
+    def lock(self) -> ConnectionLock:
+        """A re-entrant lock for callers that group statements as one step (the derived
+        indexes' catch-up); its holder also holds one connection (:class:`ConnectionLock`).
 
         Unlike SQLite's, it does not serialise the database: threads have their own
         connections, and :meth:`changes` is per thread already.
@@ -284,7 +350,7 @@ class PgDatabase:
                     yield self
             finally:
                 local.conn, local.depth, local.writing = None, 0, 0
-            with self._lock:
+            with self._state_lock:
                 self._commits += 1
 
     @contextlib.contextmanager
@@ -330,7 +396,7 @@ class PgDatabase:
 
     def close(self) -> None:
         """Close every pooled connection."""
-        with self._lock:
+        with self._state_lock:
             if not self._closed:
                 self._closed = True
                 self._pool.close()
