@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from backends import raw
+from backends import is_postgres, raw
 
 import mindfile
 from mindfile.embed.base import to_blob
@@ -27,11 +27,16 @@ def sync_store(path: Path, **kwargs: object) -> mindfile.Mindfile:
 
 
 def vectors(mem: mindfile.Mindfile) -> list[tuple[int, bytes, str]]:
+    """Every stored vector as ``(chunk_rowid, float32 bytes, model)`` (either backend)."""
+    column = "embedding::real[]" if is_postgres(mem) else "embedding_blob"
     return [
-        (int(r), bytes(b), str(m))
+        (
+            int(r),
+            to_blob(np.asarray(b, dtype=np.float32)) if isinstance(b, list) else bytes(b),
+            str(m),
+        )
         for r, b, m in raw(mem).query(
-            "SELECT chunk_rowid, embedding_blob, embedding_model FROM chunks_vec "
-            "ORDER BY chunk_rowid"
+            f"SELECT chunk_rowid, {column}, embedding_model FROM chunks_vec ORDER BY chunk_rowid"
         )
     ]
 
@@ -51,7 +56,6 @@ def test_a_healthy_store_is_consistent(db_path: Path) -> None:
         assert report.to_dict()["consistent"] is True
 
 
-@pytest.mark.sqlite_only("damages the store with SQLite-only SQL (blobs, FTS5, sqlite-vec)")
 def test_deleted_vectors_are_found_and_reembedded(db_path: Path) -> None:
     with sync_store(db_path) as mem:
         mem.store_many(messages(6))
