@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -515,3 +516,32 @@ def test_another_process_writes_without_any_catch_up(db: PgDatabase, pg_url: str
     with PgDatabase(pg_url) as second:  # another connection pool, as another host
         other = PgVectorIndex(second, DIMS)
         assert other.search(axis, 10) == index.search(axis, 10)
+
+
+def test_processes_opening_a_new_store_at_once_build_the_index_once(pg_url: str) -> None:
+    """Several openers at once: one builds the graph, the others wait for it and find
+    it (without the advisory lock the losers fail on the catalog's unique index)."""
+    with PgDatabase(pg_url) as db:
+        apply_pg_migrations(db)
+        bulk(db, topical(np.random.default_rng(1), 3_000), [f"s{i % 10}" for i in range(3_000)])
+    openers = 4
+    barrier = threading.Barrier(openers)
+    errors: list[BaseException] = []
+    names: list[str] = []
+
+    def open_index() -> None:
+        try:
+            with PgDatabase(pg_url) as own:  # a pool of its own, like another process
+                barrier.wait()
+                index = PgVectorIndex(own, BIG_DIMS)
+                names.append(str(index.stats()["index"]))
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_index) for _ in range(openers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert names == [vector_index_name(BIG_DIMS)] * openers
