@@ -10,11 +10,12 @@ return ``k`` rows when ``k`` pass.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +43,18 @@ def db(pg_url: str) -> Iterator[PgDatabase]:
     with PgDatabase(pg_url) as opened:
         apply_pg_migrations(opened)
         yield opened
+
+
+Make = Callable[..., PgVectorIndex]
+
+
+@pytest.fixture(params=["as-configured", "graph-only"])
+def make(request: pytest.FixtureRequest) -> Make:
+    """Build the index as configured (small stores and selective filters are scanned
+    exactly), or with the exact shortcut off, so that every search walks the graph."""
+    if request.param == "as-configured":
+        return PgVectorIndex
+    return functools.partial(PgVectorIndex, exact_max_rows=0)
 
 
 def unit(seed: int, dims: int = DIMS) -> npt.NDArray[np.float32]:
@@ -206,16 +219,16 @@ def test_pgvector_on_sqlite_is_a_config_error() -> None:
 # -- the search contract -------------------------------------------------------------------
 
 
-def test_empty_index(db: PgDatabase) -> None:
-    index = PgVectorIndex(db, DIMS)
+def test_empty_index(db: PgDatabase, make: Make) -> None:
+    index = make(db, DIMS)
     assert index.size() == 0
     assert index.search(unit(1), 5) == []
     assert index.search(unit(1), 5, where=VectorFilter(session_ids=["a"])) == []
 
 
-def test_order_and_scores_match_brute_force(db: PgDatabase) -> None:
+def test_order_and_scores_match_brute_force(db: PgDatabase, make: Make) -> None:
     filled(db)
-    index = PgVectorIndex(db, DIMS)
+    index = make(db, DIMS)
     assert index.size() == 40
     for seed in range(8):
         got = check(index, db, unit(seed), 10)
@@ -231,20 +244,20 @@ def get_vector(db: PgDatabase, rowid: int) -> npt.NDArray[np.float32]:
     return np.asarray(value.to_numpy(), dtype=np.float32)
 
 
-def test_ties_go_to_the_higher_chunk_id(db: PgDatabase) -> None:
+def test_ties_go_to_the_higher_chunk_id(db: PgDatabase, make: Make) -> None:
     """The same text in three sessions has three identical vectors: ranked by id."""
     vector = unit(3)[None, :]
     ids = [store(db, s, vector)[0] for s in ("a", "b", "c")]
     store(db, "d", units(np.random.default_rng(4), 5, DIMS))
-    index = PgVectorIndex(db, DIMS)
+    index = make(db, DIMS)
     got = index.search(vector[0], 2)
     assert [i for i, _ in got] == sorted(ids, reverse=True)[:2]
     assert got[0][1] == got[1][1]
 
 
-def test_filters(db: PgDatabase) -> None:
+def test_filters(db: PgDatabase, make: Make) -> None:
     ids = filled(db)
-    index = PgVectorIndex(db, DIMS)
+    index = make(db, DIMS)
     q = unit(11)
     check(index, db, q, 5, sessions=["b"])
     check(index, db, q, 5, sessions=["a", "c", "nobody"])
@@ -273,12 +286,27 @@ def test_filters_through_the_graph_match_the_exact_answer(db: PgDatabase) -> Non
     assert index.last_method == "hnsw+exact"
 
 
-def test_zero_vector_scores_zero(db: PgDatabase) -> None:
+def test_small_stores_are_scanned_exactly(db: PgDatabase) -> None:
+    """Up to exact_max_rows vectors the graph is skipped (recall 1.0); the count is
+    refreshed every recount_seconds, so growth past it switches to the graph."""
+    filled(db)
+    index = PgVectorIndex(db, DIMS, exact_max_rows=45)
+    check(index, db, unit(1), 10)
+    assert index.last_method == "exact"
+    store(db, "e", units(np.random.default_rng(3), 10, DIMS))
+    check(index, db, unit(2), 10)
+    assert index.last_method == "exact"  # counted less than recount_seconds ago
+    index.recount_seconds = 0
+    check(index, db, unit(3), 10)
+    assert index.last_method == "hnsw"
+
+
+def test_zero_vector_scores_zero(db: PgDatabase, make: Make) -> None:
     """Text without a known token embeds as all zeros: HNSW leaves such vectors out of its
     graph (no cosine distance), the index still returns them, scored 0.0."""
     filled(db)
     [zero] = store(db, "z", np.zeros((1, DIMS), np.float32))
-    index = PgVectorIndex(db, DIMS)
+    index = make(db, DIMS)
     got = dict(index.search(unit(3), 50))
     assert got[zero] == 0.0
     check(index, db, unit(3), 50)
@@ -294,10 +322,10 @@ def test_query_of_another_size_is_refused(db: PgDatabase) -> None:
         index.search(np.full(DIMS, np.nan, np.float32), 3)
 
 
-def test_writes_are_visible_at_once(db: PgDatabase) -> None:
+def test_writes_are_visible_at_once(db: PgDatabase, make: Make) -> None:
     """No catch-up: deletes, rewrites and new rows are seen by the next search."""
     ids = filled(db)
-    index = PgVectorIndex(db, DIMS)
+    index = make(db, DIMS)
     check(index, db, unit(1), 10)
     target = unit(99)
     rewritten = ids["a"][0]
@@ -314,9 +342,9 @@ def test_writes_are_visible_at_once(db: PgDatabase) -> None:
     check(index, db, unit(7), 10, sessions=["b", "e"])
 
 
-def test_a_transaction_sees_its_own_writes(db: PgDatabase) -> None:
+def test_a_transaction_sees_its_own_writes(db: PgDatabase, make: Make) -> None:
     filled(db)
-    index = PgVectorIndex(db, DIMS)
+    index = make(db, DIMS)
     with db.atomic():
         [new] = store(db, "e", unit(77)[None, :])
         assert index.search(unit(77), 1)[0][0] == new
@@ -324,13 +352,13 @@ def test_a_transaction_sees_its_own_writes(db: PgDatabase) -> None:
     assert new not in {i for i, _ in index.search(unit(77), 5)}
 
 
-def test_several_dimensions_in_one_table(db: PgDatabase) -> None:
+def test_several_dimensions_in_one_table(db: PgDatabase, make: Make) -> None:
     """During re-embedding the table holds the old model's vectors next to the new
     model's: each size's index answers with its own only."""
     rng = np.random.default_rng(2)
     old = {s: store(db, s, units(rng, 10, DIMS + 8)) for s in SESSIONS}
     new = {s: store(db, s, units(rng, 5, DIMS), start=100) for s in ("a", "b")}
-    index, old_index = PgVectorIndex(db, DIMS), PgVectorIndex(db, DIMS + 8)
+    index, old_index = make(db, DIMS), make(db, DIMS + 8)
     assert (index.size(), old_index.size()) == (10, 40)
     new_ids = {i for ids in new.values() for i in ids}
     got = index.search(unit(1), 50)
@@ -344,9 +372,9 @@ def test_several_dimensions_in_one_table(db: PgDatabase) -> None:
     assert index.stats()["vectors"] == 10
 
 
-def test_rebuild_stats_and_no_op_maintenance(db: PgDatabase) -> None:
+def test_rebuild_stats_and_no_op_maintenance(db: PgDatabase, make: Make) -> None:
     filled(db)
-    index = PgVectorIndex(db, DIMS)
+    index = make(db, DIMS)
     db.execute("DELETE FROM sessions WHERE session_id = 'c'")
     before = [index.search(unit(s), 10) for s in range(4)]
     index.invalidate()
@@ -363,7 +391,7 @@ def test_rebuild_stats_and_no_op_maintenance(db: PgDatabase) -> None:
         "vectors": 30,
         "ef_search": DEFAULT_EF_SEARCH,
         "exact_max_rows": index.exact_max_rows,
-        "last_method": "hnsw",
+        "last_method": "exact" if index.exact_max_rows else "hnsw",
     }
     db.execute(f"DROP INDEX {vector_index_name(DIMS)}")
     assert index.stats()["hnsw_index"] is False
@@ -495,9 +523,11 @@ WRITER = textwrap.dedent(
 )
 
 
-def test_another_process_writes_without_any_catch_up(db: PgDatabase, pg_url: str) -> None:
+def test_another_process_writes_without_any_catch_up(
+    db: PgDatabase, pg_url: str, make: Make
+) -> None:
     ids = filled(db)
-    index = PgVectorIndex(db, DIMS)
+    index = make(db, DIMS)
     check(index, db, unit(1), 10)  # used before the other process writes
     subprocess.run(
         [sys.executable, "-c", WRITER, pg_url, str(DIMS)],
@@ -514,7 +544,7 @@ def test_another_process_writes_without_any_catch_up(db: PgDatabase, pg_url: str
     check(index, db, axis, 10)
     check(index, db, unit(2), 10, sessions=["p", "a", "b"])
     with PgDatabase(pg_url) as second:  # another connection pool, as another host
-        other = PgVectorIndex(second, DIMS)
+        other = make(second, DIMS)
         assert other.search(axis, 10) == index.search(axis, 10)
 
 

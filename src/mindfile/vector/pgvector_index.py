@@ -12,12 +12,17 @@ and ``rebuild`` is a ``REINDEX`` (a graph without dead tuples).
 A search runs in SQL with the filter inside the statement (a session join, a chunk id
 list), never as an over-fetch; a selective filter is answered by scoring every allowed
 row, an unselective one by the graph with pgvector's iterative scan, and the exact scan
-answers whenever the graph comes back short (:func:`search_vectors`). Scores are the
+answers whenever the graph comes back short (:func:`search_vectors`). A store of at
+most ``exact_max_rows`` vectors is scanned exactly without a filter too (recall 1.0
+where the graph is cheapest to skip; counted at most every :data:`RECOUNT_SECONDS`,
+so a store that just grew past it is scanned a little longer). Scores are the
 inner product, the cosine similarity of the normalised vectors, like the other indexes
 (0.0 for an all-zero vector); ties go to the higher chunk id, as in ``search_rows``.
 """
 
 from __future__ import annotations
+
+import time
 
 from mindfile.embed.base import Vector
 from mindfile.storage.postgres.db import PgDatabase
@@ -43,6 +48,8 @@ __all__ = ["DEFAULT_EF_SEARCH", "PgVectorIndex"]
 #: 0.95 only at ef_search 1000 at 20k (benchmarks/README.md, "pgvector (issue 13)").
 #: Raise ``index.ef_search`` (up to 1000) where recall matters more than latency.
 DEFAULT_EF_SEARCH = 160
+#: Seconds between counts of the store's vectors (is it still small enough to scan?).
+RECOUNT_SECONDS = 30.0
 
 
 class PgVectorIndex:
@@ -65,6 +72,9 @@ class PgVectorIndex:
         self.ef_search = ef_search
         self.exact_max_rows = exact_max_rows
         self.max_scan_tuples = max_scan_tuples
+        self.recount_seconds = RECOUNT_SECONDS
+        self._held: int | None = None  # vectors counted up to exact_max_rows + 1
+        self._counted_at = 0.0
         #: How the last search was answered ("hnsw", "exact", "hnsw+exact"; stats()).
         self.last_method: str | None = None
         # Built once per store and size, here: the store's model (its size) is known.
@@ -85,9 +95,19 @@ class PgVectorIndex:
             ef_search=self.ef_search,
             exact_max_rows=self.exact_max_rows,
             max_scan_tuples=self.max_scan_tuples,
+            small_store=where is None and self._small(),
         )
         self.last_method = hits.method
         return hits.rows
+
+    def _small(self) -> bool:
+        """Whether the store holds at most ``exact_max_rows`` vectors of this size (as
+        of a count at most ``recount_seconds`` old)."""
+        now = time.monotonic()
+        if self._held is None or now - self._counted_at >= self.recount_seconds:
+            self._held = count_vectors(self._db, self._dims, upto=self.exact_max_rows + 1)
+            self._counted_at = now
+        return self._held <= self.exact_max_rows
 
     def invalidate(self) -> None:
         """Nothing to do: Postgres updates the index with every write, in its transaction."""
@@ -95,6 +115,7 @@ class PgVectorIndex:
     def rebuild(self) -> None:
         """``REINDEX`` the HNSW index (a fresh graph without dead tuples)."""
         self._index = rebuild_vector_index(self._db, self._dims)
+        self._held = None
 
     def size(self) -> int:
         return count_vectors(self._db, self._dims)

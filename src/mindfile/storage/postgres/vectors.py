@@ -63,6 +63,11 @@ LOCK_INDEX_CREATION = "SELECT pg_advisory_xact_lock(hashtext('mindfile_vector_in
 INDEX_EXISTS = "SELECT to_regclass(%s) IS NOT NULL"
 
 COUNT_VECTORS = "SELECT count(*) FROM chunks_vec WHERE vector_dims(embedding) = %s"
+COUNT_VECTORS_UPTO = """
+SELECT count(*) FROM (
+    SELECT 1 FROM chunks_vec WHERE vector_dims(embedding) = %s LIMIT %s
+) AS held
+"""
 
 UPSERT_VECTOR = """
 INSERT INTO chunks_vec (chunk_rowid, embedding, embedding_model) VALUES (%s, %s, %s)
@@ -197,8 +202,11 @@ def rebuild_vector_index(db: PgDatabase, dimensions: int) -> str:
     return name
 
 
-def count_vectors(db: PgDatabase, dimensions: int) -> int:
-    """How many stored vectors have ``dimensions`` components."""
+def count_vectors(db: PgDatabase, dimensions: int, *, upto: int | None = None) -> int:
+    """How many stored vectors have ``dimensions`` components (counting stops at
+    ``upto``: enough to tell a small store, without reading a large one)."""
+    if upto is not None:
+        return int(db.scalar(COUNT_VECTORS_UPTO, (_dims(dimensions), upto)))
     return int(db.scalar(COUNT_VECTORS, (_dims(dimensions),)))
 
 
@@ -306,6 +314,7 @@ def search_vectors(
     ef_search: int = 40,
     exact_max_rows: int = EXACT_MAX_ROWS,
     max_scan_tuples: int = MAX_SCAN_TUPLES,
+    small_store: bool = False,
 ) -> VectorHits:
     """The ``k`` vectors of ``dimensions`` components nearest to ``query`` among the rows
     the filter allows (``session_ids``: the chunk's session is one of them; ``rowids``:
@@ -317,7 +326,9 @@ def search_vectors(
     HNSW graph answers, with ``hnsw.ef_search`` and pgvector's iterative scan (relaxed
     order), which keeps walking the graph while rows fail the filter, up to
     ``max_scan_tuples``; if it still finds fewer than ``k`` rows, the exact scan
-    answers instead, so a filter never costs results that exist.
+    answers instead, so a filter never costs results that exist. ``small_store``: the
+    caller knows the store holds at most ``exact_max_rows`` vectors of this size (the
+    same rule without a filter: score them all).
 
     Settings are ``SET LOCAL`` of one read-only transaction (called inside the caller's
     transaction, they last until that one ends).
@@ -332,7 +343,7 @@ def search_vectors(
     exact = EXACT_SEARCH.format(dims=dimensions, join=join, where=where)
     with db.snapshot():
         filtered = session_ids is not None or rowids is not None
-        if filtered and _selective(db, session_ids, rowids, exact_max_rows):
+        if small_store or (filtered and _selective(db, session_ids, rowids, exact_max_rows)):
             return VectorHits(_rows(db, exact, params), "exact")
         low, high = EF_SEARCH_RANGE
         ef = min(high, max(low, int(ef_search), k + TIE_MARGIN))
