@@ -436,7 +436,7 @@ def test_recall_at_10_against_brute_force(big: tuple[PgDatabase, list[int]]) -> 
 
 
 def test_the_plan_uses_the_hnsw_index(big: tuple[PgDatabase, list[int]]) -> None:
-    db, _ = big
+    db, ids = big
     PgVectorIndex(db, BIG_DIMS)
     db.execute("ANALYZE chunks_vec")
     db.execute("ANALYZE chunks")
@@ -450,6 +450,8 @@ def test_the_plan_uses_the_hnsw_index(big: tuple[PgDatabase, list[int]]) -> None
     plan = explain_search(db, query, 10, dimensions=BIG_DIMS, method="exact", session_ids=["s1"])
     assert name not in plan and "Seq Scan" not in plan
     assert "Index Cond: (session_id = ANY" in plan
+    plan = explain_search(db, query, 10, dimensions=BIG_DIMS, method="exact", rowids=ids[:50])
+    assert name not in plan and "Seq Scan" not in plan and "chunks_vec_pkey" in plan
 
 
 def test_selective_filters_still_return_k(big: tuple[PgDatabase, list[int]]) -> None:
