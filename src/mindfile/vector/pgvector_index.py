@@ -42,9 +42,9 @@ __all__ = ["DEFAULT_EF_SEARCH", "PgVectorIndex"]
 #: ``hnsw.ef_search`` of a search (pgvector's default is 40). Measured with
 #: benchmarks/pg_vector.py (m=16, ef_construction=64): the smallest of 40/80/160 that
 #: gave recall@10 >= 0.95 against the exact top 10 on structured synthetic 256-d
-#: vectors at 20k (0.86 / 0.91 / 0.98; 0.90 at 100k). The bundled static model's
+#: vectors at 20k (0.84-0.86 / 0.88-0.91 / 0.98-0.99; 0.85-0.90 at 100k). The static model's
 #: vectors are much harder for the graph (they share one dominant direction, and
-#: questions sit away from the messages): 0.69 at 20k and 0.59 at 100k at this setting,
+#: questions sit away from the messages): 0.70 at 20k and 0.58 at 100k at this setting,
 #: 0.95 only at ef_search 1000 at 20k (benchmarks/README.md, "pgvector (issue 13)").
 #: Raise ``index.ef_search`` (up to 1000) where recall matters more than latency.
 DEFAULT_EF_SEARCH = 160
