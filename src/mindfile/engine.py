@@ -266,16 +266,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             # pool); one passed in as an object belongs to the caller.
             self._owns_embedder = not isinstance(embedder, Embedder)
             self._vector_index_kind = vector_index
-            self._index_choice = (
-                choose_index(self.db)[1]  # type: ignore[arg-type]  # until pg-vector lands
-                if vector_index == "auto"
-                else None
-            )
-            self.index: VectorIndex = make_index(
-                vector_index,
-                self.db,  # type: ignore[arg-type]  # until pg-vector lands
-                self.embedder.dimensions,
-            )
+            self._index_choice = choose_index(self.db)[1] if vector_index == "auto" else None
+            self.index: VectorIndex = make_index(vector_index, self.db, self.embedder.dimensions)
             self.lexical = Bm25Index(self.db) if lexical_index == "memory" else None
             self._cache_choice = embedding_cache
             self.embedding_cache = self._make_cache(embedding_cache_max_entries)
@@ -343,11 +335,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             _close_embedder(self.embedder)
         self.embedder = embedder
         self._owns_embedder = owned
-        self.index = make_index(
-            self._vector_index_kind,
-            self.db,  # type: ignore[arg-type]  # until pg-vector lands
-            embedder.dimensions,
-        )
+        self.index = make_index(self._vector_index_kind, self.db, embedder.dimensions)
         self.embedding_cache = self._make_cache(self.embedding_cache.max_entries)
         self._model_version = self.db.data_version()
         old.close()
