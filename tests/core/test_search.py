@@ -10,7 +10,13 @@ import pytest
 
 import mindfile
 from mindfile.errors import InvalidInputError
-from mindfile.retrieve.fusion import RRF_K, min_max
+from mindfile.retrieve.fusion import (
+    DEFAULT_CALIBRATION,
+    RRF_K,
+    floored_min_max,
+    min_max,
+    scaled_to_best,
+)
 
 from ._support import TableEmbedder
 
@@ -49,7 +55,7 @@ def test_raw_leg_scores(table: mindfile.Mindfile) -> None:
 
 
 def test_weighted_fusion_by_hand(table: mindfile.Mindfile) -> None:
-    results = table.search("alpha", query_embedding=Q)  # weights 0.7 / 0.3
+    results = table.search("alpha", query_embedding=Q, fusion="weighted")  # weights 0.7 / 0.3
     # vector min-max over [0, 1, .8, -1] -> A .5, B 1, C .9, D 0; fts over 2 hits -> A 1, B 0
     expected = {B: 0.7 * 1.0 + 0.3 * 0, A: 0.7 * 0.5 + 0.3 * 1, C: 0.7 * 0.9, D: 0.0}
     assert [h.text for h in results] == [B, A, C, D]
@@ -60,9 +66,57 @@ def test_weighted_fusion_by_hand(table: mindfile.Mindfile) -> None:
     assert hits[C].breakdown.vector_norm == pytest.approx(0.9, abs=1e-6)
     assert (hits[A].breakdown.fts_norm, hits[B].breakdown.fts_norm) == (1.0, 0.0)
 
-    flipped = table.search("alpha", query_embedding=Q, vector_weight=0.2, fts_weight=0.8)
+    flipped = table.search(
+        "alpha", query_embedding=Q, vector_weight=0.2, fts_weight=0.8, fusion="weighted"
+    )
     assert [h.text for h in flipped] == [A, B, C, D]
     assert flipped[0].score == pytest.approx(0.2 * 0.5 + 0.8 * 1, abs=1e-6)
+
+
+def test_calibrated_fusion_by_hand(table: mindfile.Mindfile) -> None:
+    results = table.search("alpha", query_embedding=Q)  # the default: calibrated, 0.7 / 0.3
+    assert (DEFAULT_CALIBRATION.vector_width, DEFAULT_CALIBRATION.fts_scale) == (0.4, 16.0)
+    hits = by_text(results)
+    # The cosines spread over 2 (> 0.4): min-max, as above. "alpha" is in half of the
+    # four chunks, so its BM25 idf is floored at 1e-6: next to no lexical evidence, and
+    # divided by 16 (not by the best of two) it stays next to 0 instead of 1.0 / 0.0.
+    for text, v in {A: 0.5, B: 1.0, C: 0.9, D: 0.0}.items():
+        assert hits[text].breakdown.vector_norm == pytest.approx(v, abs=1e-6)
+    for text in (A, B):
+        raw = hits[text].breakdown.fts
+        assert raw is not None and 0 < raw < 1e-5
+        assert hits[text].breakdown.fts_norm == pytest.approx(raw / 16.0)
+    assert [h.text for h in results] == [B, C, A, D]
+    for hit in results:
+        b = hit.breakdown
+        assert b.fused == hit.score
+        assert hit.score == pytest.approx(0.7 * b.vector_norm + 0.3 * b.fts_norm, abs=1e-9)
+
+
+def test_calibrated_normalisations_by_hand() -> None:
+    assert floored_min_max([], 0.4) == []
+    assert floored_min_max([0.46, 0.43], 0.4) == pytest.approx([0.075, 0.0])  # close stays close
+    assert floored_min_max([0.9, 0.1, 0.5], 0.4) == pytest.approx([1.0, 0.0, 0.5])  # wide: min-max
+    assert floored_min_max([0.5], 0.4) == [0.0]
+    assert floored_min_max([2.0, 4.0, 3.0], 0.0) == min_max([2.0, 4.0, 3.0])
+    assert scaled_to_best([], 16.0) == []
+    assert scaled_to_best([8.0, 2.0], 16.0) == [0.5, 0.125]  # weak lexical evidence
+    assert scaled_to_best([32.0, 8.0], 16.0) == [1.0, 0.25]  # absolute zero kept
+    assert scaled_to_best([0.0], 0.0) == [1.0]
+
+
+def test_two_memories_are_not_ranked_one_and_zero(tmp_path: Path) -> None:
+    """Issue 14: with min-max, the better of two barely different hits gets 1.0 and the
+    other 0.0; calibrated fusion keeps them close (and low: neither is much evidence)."""
+    with mindfile.open(tmp_path / "two.db") as mem:
+        mem.store("s1", 1, "I moved to Lisbon in May")
+        mem.store("s1", 2, "My sister Ines lives in Porto")
+        seed = mem.search("where do I live?", fusion="weighted")
+        assert [h.score for h in seed] == [1.0, 0.0]
+        calibrated = mem.search("where do I live?")
+        assert len(calibrated) == 2
+        assert calibrated[0].score - calibrated[1].score < 0.05
+        assert calibrated[0].score < 0.1
 
 
 def test_rrf_by_hand(table: mindfile.Mindfile) -> None:
@@ -85,15 +139,19 @@ def test_rrf_by_hand(table: mindfile.Mindfile) -> None:
 
 
 def test_single_leg_modes_use_their_own_normalised_score(table: mindfile.Mindfile) -> None:
-    vector = table.search("alpha", query_embedding=Q, mode="vector")
-    assert vector.mode == "vector"
-    assert [h.text for h in vector] == [B, C, A, D]
-    assert [round(h.score, 6) for h in vector] == [1.0, 0.9, 0.5, 0.0]
-    assert all(h.breakdown.fts is None for h in vector)
-    fts = table.search("alpha", mode="fts")
+    for fusion in ("weighted", "calibrated"):
+        vector = table.search("alpha", query_embedding=Q, mode="vector", fusion=fusion)
+        assert vector.mode == "vector"
+        assert [h.text for h in vector] == [B, C, A, D]
+        assert [round(h.score, 6) for h in vector] == [1.0, 0.9, 0.5, 0.0]
+        assert all(h.breakdown.fts is None for h in vector)
+    fts = table.search("alpha", mode="fts", fusion="weighted")
     assert [h.text for h in fts] == [A, B]
     assert [h.score for h in fts] == [1.0, 0.0]
     assert all(h.breakdown.vector is None for h in fts)
+    calibrated = table.search("alpha", mode="fts")
+    assert [h.text for h in calibrated] == [A, B]
+    assert [h.score for h in calibrated] == [h.breakdown.fts / 16.0 for h in calibrated]
 
 
 def test_min_max_edge_cases() -> None:
@@ -103,14 +161,17 @@ def test_min_max_edge_cases() -> None:
 
 
 def test_min_score(table: mindfile.Mindfile) -> None:
-    results = table.search("alpha", query_embedding=Q, min_score=0.6)
+    results = table.search("alpha", query_embedding=Q, min_score=0.6, fusion="weighted")
     assert [h.text for h in results] == [B, A, C]
+    assert all(h.score >= 0.6 for h in results)
+    results = table.search("alpha", query_embedding=Q, min_score=0.6)  # calibrated
+    assert [h.text for h in results] == [B, C]
     assert all(h.score >= 0.6 for h in results)
     assert table.search("alpha", query_embedding=Q, min_score=2.0) == []
 
 
 def test_top_k(table: mindfile.Mindfile) -> None:
-    assert [h.text for h in table.search("alpha", query_embedding=Q, top_k=2)] == [B, A]
+    assert [h.text for h in table.search("alpha", query_embedding=Q, top_k=2)] == [B, C]
 
 
 def test_query_embedding_must_match_the_store(table: mindfile.Mindfile) -> None:
@@ -125,7 +186,7 @@ def test_hybrid_query_request(table: mindfile.Mindfile) -> None:
         session_id=sessions, query="alpha", query_embedding=Q, top_k=3
     )
     results = table.hybrid_query(request)
-    assert [h.text for h in results] == [B, A, C]
+    assert [h.text for h in results] == [B, C, A]
     assert [h.score for h in results] == [
         h.score for h in table.search("alpha", session_id=sessions, query_embedding=Q, top_k=3)
     ]

@@ -48,7 +48,7 @@ from mindfile.manage.expiry import decay_policy
 from mindfile.manage.importance import effective_importance
 from mindfile.memory.facts import facts_session
 from mindfile.memory.notes import notes_session
-from mindfile.retrieve.fusion import weighted_fusion
+from mindfile.retrieve.fusion import normalizers, weighted_fusion
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.search import DEFAULT_CANDIDATES
 from mindfile.retrieve.temporal import apply_time, time_query
@@ -153,9 +153,10 @@ def gather_candidates(
         scores.setdefault(rowid, sim)
     if hybrid_k > 0 and (found.vector or found.lexical):
         vector_leg = found.vector if query_vec is not None else []
-        fused = weighted_fusion(vector_leg, found.lexical, *fusion_weights)
+        norms = normalizers("calibrated")  # search's default fusion
+        fused = weighted_fusion(vector_leg, found.lexical, *fusion_weights, norms=norms)
         if not vector_leg:  # no query vector: BM25 alone, as search degrades
-            fused = weighted_fusion([], found.lexical, 0.0, 1.0)
+            fused = weighted_fusion([], found.lexical, 0.0, 1.0, norms=norms)
         tq = None if as_of is None else time_query(query, as_of)
         if tq is not None:
             apply_time(db, fused, tq)

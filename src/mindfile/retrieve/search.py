@@ -18,7 +18,14 @@ from mindfile.errors import EmbeddingError, InvalidInputError, MindfileError
 from mindfile.index.chunking import normalize_text
 from mindfile.index.pipeline import check_id, check_time, normalize_tags
 from mindfile.retrieve.degraded import degrade
-from mindfile.retrieve.fusion import Fused, add_tail, rank_key, rrf_fusion, weighted_fusion
+from mindfile.retrieve.fusion import (
+    Fused,
+    add_tail,
+    normalizers,
+    rank_key,
+    rrf_fusion,
+    weighted_fusion,
+)
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.temporal import apply_time, describe, time_query
 from mindfile.storage.db import Database
@@ -260,9 +267,10 @@ def run_search(
     if req.fusion == "rrf":
         fused = rrf_fusion(head_v, head_f, req.vector_weight, req.fts_weight)
     elif mode == "hybrid":
-        fused = weighted_fusion(head_v, head_f, req.vector_weight, req.fts_weight)
-    else:  # a single leg: its own min-max normalised score, weight 1
-        fused = weighted_fusion(head_v, head_f, 1.0, 1.0)
+        norms = normalizers(req.fusion)
+        fused = weighted_fusion(head_v, head_f, req.vector_weight, req.fts_weight, norms=norms)
+    else:  # a single leg: its own normalised score, weight 1
+        fused = weighted_fusion(head_v, head_f, 1.0, 1.0, norms=normalizers(req.fusion))
     # Vectors missing (embedder down, jobs pending): see mindfile.retrieve.degraded.
     fused, degraded = degrade(db, fused, head_f, req, mode=mode, degraded=degraded)
     tq = time_query(req.query, req.as_of or datetime.now(UTC)) if req.temporal else None
