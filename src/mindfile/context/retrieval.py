@@ -221,6 +221,7 @@ def _load(
                 # With the hybrid leg on, every candidate is ranked on its scale (one
                 # found by salience alone has no fused score: 0).
                 relevance=relevance.get(rowid, 0.0) if relevance else None,
+                occurred_at=None if row.occurred_at is None else parse_time(row.occurred_at),
             )
         )
     return out
