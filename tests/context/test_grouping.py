@@ -141,6 +141,12 @@ def test_grouped_lines_by_hand() -> None:
         "- b2",
     ]
     assert grouped_lines([]) == []
+    same_time = "2026-01-01T00:00:00+00:00"  # stored in one batch: ids decide, numerically
+    ids = ["session_10", "session_2", "session_1"]
+    lines = grouped_lines([MemoryLine(f"- {s}", s, same_time) for s in ids])
+    assert [line for line in lines if line.startswith("Session")] == [
+        f"Session {s} (2026-01-01):" for s in ("session_1", "session_2", "session_10")
+    ]
     assert session_header("s", "2026-01-01", "2026-01-01") == "Session s (2026-01-01):"
 
 

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -84,6 +85,11 @@ def memory_line(
     return f"- ({', '.join(parts)}) {' '.join(text.split())}"
 
 
+def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
+    """A sort key comparing the digit runs of ``text`` as numbers."""
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", text) if p)
+
+
 def session_header(session_id: str, first: str, last: str) -> str:
     """A session group's header with the dates of its memories (ISO dates)."""
     dates = first if first == last else f"{first} to {last}"
@@ -112,8 +118,10 @@ def grouped_lines(memories: Sequence[MemoryLine]) -> list[str]:
     """The lines of the grouped memories message (after :data:`MEMORY_HEADER`).
 
     Notes and facts first (oldest first), then one group per session, sessions in the
-    order of their earliest memory, each under :func:`session_header` with the dates of
-    its memories, its memories in session order (sequence, then time).
+    order of their earliest memory (equal times: by session id, numbers compared as
+    numbers, so ``session_2`` comes before ``session_10``), each under
+    :func:`session_header` with the dates of its memories, its memories in session
+    order (sequence, then time).
     """
     notes = sorted((m for m in memories if m.session_id is None), key=lambda m: m.when)
     sessions: dict[str, list[MemoryLine]] = {}
@@ -124,7 +132,7 @@ def grouped_lines(memories: Sequence[MemoryLine]) -> list[str]:
     if notes:
         out.append(NOTES_HEADER)
         out.extend(m.line for m in notes)
-    groups = sorted(sessions.items(), key=lambda kv: (min(m.when for m in kv[1]), kv[0]))
+    groups = sorted(sessions.items(), key=lambda kv: (min(m.when for m in kv[1]), _natural(kv[0])))
     for session_id, group in groups:
         group.sort(key=lambda m: (m.sequence, m.when))
         dates = [m.date for m in group]
