@@ -52,11 +52,8 @@ def test_every_read_works_on_damaged_text(tmp_path: Path) -> None:
     path = tmp_path / "d.db"
     _damaged_store(path)
     with mindfile.open(path) as mem:
-        hits = mem.search("Lisbon", fusion="weighted")
+        hits = mem.search("Lisbon")
         assert hits and hits[0].text == "hello \ufffdLisbon"
-        # Calibrated (the default): two chunks, BM25 at its idf floor and hash-embedder
-        # cosines: no evidence either way, and the damaged chunk is still read.
-        assert "hello \ufffdLisbon" in [h.text for h in mem.search("Lisbon")]
         ctx = mem.build_context("s", "Lisbon", token_budget=300)
         assert ctx.messages
         assert len(mem.recall("s")) == 2

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import mindfile
+from mindfile.embed import fusion_calibration
 from mindfile.errors import InvalidInputError
 from mindfile.retrieve.fusion import (
     DEFAULT_CALIBRATION,
@@ -28,9 +29,24 @@ Q = [1.0, 0.0, 0.0]
 SESSION_OF = {A: "a", B: "b", C: "c", D: "d"}
 
 
+class CalibratedTable(TableEmbedder):
+    """The table embedder recommending the bundled model's calibration."""
+
+    fusion_calibration = (0.4, 16.0)
+
+
 @pytest.fixture
 def table(tmp_path: Path) -> Iterator[mindfile.Mindfile]:
     with mindfile.open(tmp_path / "t.db", embedder=TableEmbedder(VECTORS)) as mem:
+        # One session each: neighbouring turns would add FTS context to each other.
+        for seq, text in enumerate((A, B, C, D), start=1):
+            mem.store(SESSION_OF[text], seq, text)
+        yield mem
+
+
+@pytest.fixture
+def calibrated(tmp_path: Path) -> Iterator[mindfile.Mindfile]:
+    with mindfile.open(tmp_path / "c.db", embedder=CalibratedTable(VECTORS)) as mem:
         # One session each: neighbouring turns would add FTS context to each other.
         for seq, text in enumerate((A, B, C, D), start=1):
             mem.store(SESSION_OF[text], seq, text)
@@ -73,8 +89,8 @@ def test_weighted_fusion_by_hand(table: mindfile.Mindfile) -> None:
     assert flipped[0].score == pytest.approx(0.2 * 0.5 + 0.8 * 1, abs=1e-6)
 
 
-def test_calibrated_fusion_by_hand(table: mindfile.Mindfile) -> None:
-    results = table.search("alpha", query_embedding=Q)  # the default: calibrated, 0.7 / 0.3
+def test_calibrated_fusion_by_hand(calibrated: mindfile.Mindfile) -> None:
+    results = calibrated.search("alpha", query_embedding=Q)  # the default, 0.7 / 0.3
     assert (DEFAULT_CALIBRATION.vector_width, DEFAULT_CALIBRATION.fts_scale) == (0.4, 16.0)
     hits = by_text(results)
     # The cosines spread over 2 (> 0.4): min-max, as above. "alpha" is in half of the
@@ -91,6 +107,20 @@ def test_calibrated_fusion_by_hand(table: mindfile.Mindfile) -> None:
         b = hit.breakdown
         assert b.fused == hit.score
         assert hit.score == pytest.approx(0.7 * b.vector_norm + 0.3 * b.fts_norm, abs=1e-9)
+    assert [h.text for h in calibrated.search("alpha", query_embedding=Q, top_k=2)] == [B, C]
+    floor = calibrated.search("alpha", query_embedding=Q, min_score=0.6)
+    assert [h.text for h in floor] == [B, C]
+
+
+def test_calibrated_needs_the_embedders_scales(table: mindfile.Mindfile) -> None:
+    """An embedder that recommends no calibration (the table here, the hash embedder,
+    unmeasured models) is fused with min-max: absolute cosines are a model's own."""
+    assert fusion_calibration(table.embedder) is None
+    default = table.search("alpha", query_embedding=Q)
+    seed = table.search("alpha", query_embedding=Q, fusion="weighted")
+    assert [(h.text, h.score) for h in default] == [(h.text, h.score) for h in seed]
+    with mindfile.open(":memory:") as bundled:
+        assert fusion_calibration(bundled.embedder) == (0.4, 16.0)
 
 
 def test_calibrated_normalisations_by_hand() -> None:
@@ -138,9 +168,11 @@ def test_rrf_by_hand(table: mindfile.Mindfile) -> None:
     assert weighted[B].score == pytest.approx(0.7 / (k + 1) + 0.3 / (k + 2), rel=1e-9)
 
 
-def test_single_leg_modes_use_their_own_normalised_score(table: mindfile.Mindfile) -> None:
-    for fusion in ("weighted", "calibrated"):
-        vector = table.search("alpha", query_embedding=Q, mode="vector", fusion=fusion)
+def test_single_leg_modes_use_their_own_normalised_score(
+    table: mindfile.Mindfile, calibrated: mindfile.Mindfile
+) -> None:
+    for mem, fusion in ((table, "weighted"), (calibrated, "calibrated")):
+        vector = mem.search("alpha", query_embedding=Q, mode="vector", fusion=fusion)
         assert vector.mode == "vector"
         assert [h.text for h in vector] == [B, C, A, D]
         assert [round(h.score, 6) for h in vector] == [1.0, 0.9, 0.5, 0.0]
@@ -149,9 +181,9 @@ def test_single_leg_modes_use_their_own_normalised_score(table: mindfile.Mindfil
     assert [h.text for h in fts] == [A, B]
     assert [h.score for h in fts] == [1.0, 0.0]
     assert all(h.breakdown.vector is None for h in fts)
-    calibrated = table.search("alpha", mode="fts")
-    assert [h.text for h in calibrated] == [A, B]
-    assert [h.score for h in calibrated] == [h.breakdown.fts / 16.0 for h in calibrated]
+    scaled = calibrated.search("alpha", mode="fts")
+    assert [h.text for h in scaled] == [A, B]
+    assert [h.score for h in scaled] == [h.breakdown.fts / 16.0 for h in scaled]
 
 
 def test_min_max_edge_cases() -> None:
@@ -161,17 +193,14 @@ def test_min_max_edge_cases() -> None:
 
 
 def test_min_score(table: mindfile.Mindfile) -> None:
-    results = table.search("alpha", query_embedding=Q, min_score=0.6, fusion="weighted")
+    results = table.search("alpha", query_embedding=Q, min_score=0.6)
     assert [h.text for h in results] == [B, A, C]
-    assert all(h.score >= 0.6 for h in results)
-    results = table.search("alpha", query_embedding=Q, min_score=0.6)  # calibrated
-    assert [h.text for h in results] == [B, C]
     assert all(h.score >= 0.6 for h in results)
     assert table.search("alpha", query_embedding=Q, min_score=2.0) == []
 
 
 def test_top_k(table: mindfile.Mindfile) -> None:
-    assert [h.text for h in table.search("alpha", query_embedding=Q, top_k=2)] == [B, C]
+    assert [h.text for h in table.search("alpha", query_embedding=Q, top_k=2)] == [B, A]
 
 
 def test_query_embedding_must_match_the_store(table: mindfile.Mindfile) -> None:
@@ -186,7 +215,7 @@ def test_hybrid_query_request(table: mindfile.Mindfile) -> None:
         session_id=sessions, query="alpha", query_embedding=Q, top_k=3
     )
     results = table.hybrid_query(request)
-    assert [h.text for h in results] == [B, C, A]
+    assert [h.text for h in results] == [B, A, C]
     assert [h.score for h in results] == [
         h.score for h in table.search("alpha", session_id=sessions, query_embedding=Q, top_k=3)
     ]

@@ -43,7 +43,7 @@ from mindfile.context.render import (
 from mindfile.context.rerank import Ranked, Reranked, rerank
 from mindfile.context.retrieval import Scope, gather_candidates, resolve_scope
 from mindfile.context.types import Context, ContextConfig, ContextItem
-from mindfile.embed import fusion_weights
+from mindfile.embed import fusion_calibration, fusion_weights
 from mindfile.embed.base import Vector, check_query_vector, normalize
 from mindfile.errors import InvalidInputError, LimitExceededError, MindfileError
 from mindfile.index.chunking import normalize_text
@@ -255,6 +255,7 @@ def _rank_memories(
         lexical=engine.lexical,
         hybrid_k=_hybrid_k(available, cfg) if cfg.hybrid else 0,
         fusion_weights=fusion_weights(engine.embedder),
+        fusion_calibration=fusion_calibration(engine.embedder),
         hybrid_floor=cfg.hybrid_floor,
         as_of=as_of,
     )

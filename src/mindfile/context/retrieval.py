@@ -113,6 +113,7 @@ def gather_candidates(
     lexical: Bm25Index | None = None,
     hybrid_k: int = 0,
     fusion_weights: tuple[float, float] = SEED_FUSION_WEIGHTS,
+    fusion_calibration: tuple[float, float] | None = None,
     hybrid_floor: float = -1.0,
     as_of: datetime | None = None,
 ) -> list[Candidate]:
@@ -122,7 +123,8 @@ def gather_candidates(
     hybrid leg (``hybrid_k`` > 0) is ``search``'s ranking: each leg's best
     ``DEFAULT_CANDIDATES`` hits fused with the weights ``search`` uses; its top
     ``hybrid_k`` enter with their fused score as ``relevance``, except a hit without any
-    BM25 match whose cosine is below ``hybrid_floor`` (nearest is not near). With
+    BM25 match whose cosine is below ``hybrid_floor`` (nearest is not near); the fusion is
+    ``search``'s default, calibrated with ``fusion_calibration`` (None: min-max). With
     ``as_of``, time expressions in the query boost the hybrid leg's fused scores as in
     ``search`` (:mod:`mindfile.retrieve.temporal`).
     """
@@ -153,7 +155,7 @@ def gather_candidates(
         scores.setdefault(rowid, sim)
     if hybrid_k > 0 and (found.vector or found.lexical):
         vector_leg = found.vector if query_vec is not None else []
-        norms = normalizers("calibrated")  # search's default fusion
+        norms = normalizers("calibrated", fusion_calibration)  # search's default
         fused = weighted_fusion(vector_leg, found.lexical, *fusion_weights, norms=norms)
         if not vector_leg:  # no query vector: BM25 alone, as search degrades
             fused = weighted_fusion([], found.lexical, 0.0, 1.0, norms=norms)

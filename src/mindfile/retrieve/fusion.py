@@ -11,6 +11,8 @@ normalised scores; they differ in the normalisation (docs/retrieval.md, "Fusion"
   larger of its best score and :attr:`Calibration.fts_scale` (BM25 0 means no match;
   weak lexical evidence stays small). In a large store, whose legs spread wider than
   that, it is min-max; in a store of a few memories it keeps the absolute evidence.
+  The scales are the embedder's (:func:`mindfile.embed.fusion_calibration`); an
+  embedder that recommends none is fused with min-max.
 """
 
 from __future__ import annotations
@@ -94,8 +96,8 @@ def scaled_to_best(scores: Sequence[float], scale: float) -> list[float]:
 
 @dataclass(frozen=True, slots=True)
 class Calibration:
-    """The absolute scales of calibrated fusion (chosen on LoCoMo by cross-validation
-    for the bundled model, docs/retrieval.md).
+    """The absolute scales of calibrated fusion (the defaults: the bundled model's,
+    chosen on LoCoMo by cross-validation, docs/retrieval.md).
 
     ``vector_width``: the least cosine range the vector leg is scaled over.
     ``fts_scale``: the least BM25 score that counts as a full lexical match.
@@ -116,13 +118,19 @@ class Calibration:
 DEFAULT_CALIBRATION = Calibration()
 
 
-def normalizers(fusion: str) -> tuple[Normalizer, Normalizer]:
-    """Each leg's normalisation for a weighted ``fusion`` (``"calibrated"`` or
-    ``"weighted"``, the seed's min-max)."""
-    if fusion == "weighted":
+def normalizers(
+    fusion: str, calibration: Calibration | tuple[float, float] | None = DEFAULT_CALIBRATION
+) -> tuple[Normalizer, Normalizer]:
+    """Each leg's normalisation for a weighted ``fusion``: ``"weighted"``, the seed's
+    min-max; ``"calibrated"`` with ``calibration`` (``(vector_width, fts_scale)``, the
+    embedder's: :func:`mindfile.embed.fusion_calibration`), or min-max when it is None
+    (an embedder whose cosine scale was never measured)."""
+    if fusion == "weighted" or (fusion == "calibrated" and calibration is None):
         return min_max, min_max
-    if fusion == "calibrated":
-        return DEFAULT_CALIBRATION.normalizers()
+    if fusion == "calibrated" and calibration is not None:
+        if not isinstance(calibration, Calibration):
+            calibration = Calibration(*calibration)
+        return calibration.normalizers()
     raise ValueError(f"no normalisation for fusion {fusion!r}")
 
 

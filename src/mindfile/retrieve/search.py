@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 
+from mindfile.embed import fusion_calibration
 from mindfile.embed.base import Embedder, Vector, check_query_vector, normalize
 from mindfile.errors import EmbeddingError, InvalidInputError, MindfileError
 from mindfile.index.chunking import normalize_text
@@ -266,11 +267,12 @@ def run_search(
     head_v, head_f = vector_hits[:depth], fts_hits[:depth]
     if req.fusion == "rrf":
         fused = rrf_fusion(head_v, head_f, req.vector_weight, req.fts_weight)
-    elif mode == "hybrid":
-        norms = normalizers(req.fusion)
-        fused = weighted_fusion(head_v, head_f, req.vector_weight, req.fts_weight, norms=norms)
-    else:  # a single leg: its own normalised score, weight 1
-        fused = weighted_fusion(head_v, head_f, 1.0, 1.0, norms=normalizers(req.fusion))
+    else:
+        norms = normalizers(req.fusion, fusion_calibration(embedder))
+        if mode == "hybrid":
+            fused = weighted_fusion(head_v, head_f, *weights, norms=norms)
+        else:  # a single leg: its own normalised score, weight 1
+            fused = weighted_fusion(head_v, head_f, 1.0, 1.0, norms=norms)
     # Vectors missing (embedder down, jobs pending): see mindfile.retrieve.degraded.
     fused, degraded = degrade(db, fused, head_f, req, mode=mode, degraded=degraded)
     tq = time_query(req.query, req.as_of or datetime.now(UTC)) if req.temporal else None
