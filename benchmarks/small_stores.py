@@ -11,7 +11,8 @@ on the full conversations) and fused offline with the same ``weighted_fusion`` t
 search runs, under each normalisation: recall@1/@3/@5 and MRR per N, and the full
 conversation's r@10/r@50, so a variant that helps small stores and keeps full-size
 recall is visible. Parameters are chosen on conversations 0-4 and reported on 5-9,
-then swapped.
+then swapped: the best mean MRR over the Ns among the settings that keep the tuning
+half's full r@10 and r@50 (if none does, within 0.003 of them).
 
     python benchmarks/small_stores.py [--json] [--ns 3,10,30,100] [--seed 14]
 
@@ -273,6 +274,31 @@ def objective(res: dict[str, dict[str, float]], ns: Sequence[int]) -> float:
     return sum(res[str(n)]["mrr"] for n in ns) / len(ns)
 
 
+#: Full-conversation recall differences within this are noise (issue 14).
+NOISE = 0.003
+
+
+def choose(
+    members: list[Variant],
+    cases: list[Case],
+    base: dict[str, dict[str, float]],
+    ns: Sequence[int],
+) -> tuple[Variant, str]:
+    """The setting with the best mean small-store MRR among those that keep the tuning
+    half's full r@10 and r@50; when none does, among those within :data:`NOISE` of it."""
+    scored = []
+    for var in members:
+        res = evaluate(cases, var)
+        drop = max(base["full"][m] - res["full"][m] for m in FULL_METRICS)
+        scored.append((objective(res, ns), drop, var))
+    for tolerance, note in ((0.0, ""), (NOISE, " (within noise)")):
+        kept = [(obj, var) for obj, drop, var in scored if drop <= tolerance]
+        if kept:
+            best = max(kept, key=lambda x: x[0])[1]
+            return best, best.params + note
+    return members[0], "none keeps full r@k"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(LOCOMO))
@@ -309,18 +335,11 @@ def main() -> None:
         base_tune = evaluate(by_half[tune], baseline)
         fold: dict[str, Any] = {}
         for family, members in families.items():
-            best, best_obj = members[0], -1.0
+            best, params = members[0], members[0].params
             if len(members) > 1:
-                for var in members:
-                    res = evaluate(by_half[tune], var)
-                    # Full-size recall must not drop on the tuning half.
-                    ok = all(res["full"][m] >= base_tune["full"][m] for m in FULL_METRICS)
-                    obj = objective(res, ns) if ok else -1.0
-                    if obj > best_obj:
-                        best, best_obj = var, obj
-                log(f"tuned on {tune}: {family}: {best.params}")
+                best, params = choose(members, by_half[tune], base_tune, ns)
+                log(f"tuned on {tune}: {family}: {params}")
             held = evaluate(by_half[test], best)
-            params = best.params if best_obj >= 0 or len(members) == 1 else "none keeps full r@k"
             fold[family] = {"params": params, "held_out": held}
             row: dict[str, Any] = {"tested on": test, "fusion": family, "params": params}
             for n in ns:

@@ -639,9 +639,11 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         must be on the chunk (filtered in SQL). ``user_id`` / ``channel``: only sessions
         of that user / channel (with ``session_id`` too: the sessions in both), filtered
         inside both legs before fusion (docs/privacy.md). Calibrated fusion (the default)
-        scales each list on an absolute floor (cosine over a range of at least 0.4, BM25
-        over at least 16) and combines them with the weights, so a few close candidates
-        keep close scores; ``fusion="weighted"`` min-max normalises each list (the seed's);
+        scales each list on an absolute floor (for the bundled model: cosine over a range
+        of at least 0.2, BM25 over at least 8; an embedder that recommends no scales,
+        :func:`mindfile.embed.fusion_calibration`, gets min-max) and combines them with
+        the weights, so a few close candidates keep close scores; ``fusion="weighted"``
+        min-max normalises each list (the seed's);
         ``fusion="rrf"`` uses reciprocal rank fusion (k=60) with the same weights. Ties go
         to the most recent chunk.
 

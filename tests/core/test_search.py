@@ -32,7 +32,7 @@ SESSION_OF = {A: "a", B: "b", C: "c", D: "d"}
 class CalibratedTable(TableEmbedder):
     """The table embedder recommending the bundled model's calibration."""
 
-    fusion_calibration = (0.4, 16.0)
+    fusion_calibration = (0.2, 8.0)
 
 
 @pytest.fixture
@@ -91,17 +91,17 @@ def test_weighted_fusion_by_hand(table: mindfile.Mindfile) -> None:
 
 def test_calibrated_fusion_by_hand(calibrated: mindfile.Mindfile) -> None:
     results = calibrated.search("alpha", query_embedding=Q)  # the default, 0.7 / 0.3
-    assert (DEFAULT_CALIBRATION.vector_width, DEFAULT_CALIBRATION.fts_scale) == (0.4, 16.0)
+    assert (DEFAULT_CALIBRATION.vector_width, DEFAULT_CALIBRATION.fts_scale) == (0.2, 8.0)
     hits = by_text(results)
-    # The cosines spread over 2 (> 0.4): min-max, as above. "alpha" is in half of the
+    # The cosines spread over 2 (> 0.2): min-max, as above. "alpha" is in half of the
     # four chunks, so its BM25 idf is floored at 1e-6: next to no lexical evidence, and
-    # divided by 16 (not by the best of two) it stays next to 0 instead of 1.0 / 0.0.
+    # divided by 8 (not by the best of two) it stays next to 0 instead of 1.0 / 0.0.
     for text, v in {A: 0.5, B: 1.0, C: 0.9, D: 0.0}.items():
         assert hits[text].breakdown.vector_norm == pytest.approx(v, abs=1e-6)
     for text in (A, B):
         raw = hits[text].breakdown.fts
         assert raw is not None and 0 < raw < 1e-5
-        assert hits[text].breakdown.fts_norm == pytest.approx(raw / 16.0)
+        assert hits[text].breakdown.fts_norm == pytest.approx(raw / 8.0)
     assert [h.text for h in results] == [B, C, A, D]
     for hit in results:
         b = hit.breakdown
@@ -120,7 +120,7 @@ def test_calibrated_needs_the_embedders_scales(table: mindfile.Mindfile) -> None
     seed = table.search("alpha", query_embedding=Q, fusion="weighted")
     assert [(h.text, h.score) for h in default] == [(h.text, h.score) for h in seed]
     with mindfile.open(":memory:") as bundled:
-        assert fusion_calibration(bundled.embedder) == (0.4, 16.0)
+        assert fusion_calibration(bundled.embedder) == (0.2, 8.0)
 
 
 def test_calibrated_normalisations_by_hand() -> None:
@@ -183,7 +183,7 @@ def test_single_leg_modes_use_their_own_normalised_score(
     assert all(h.breakdown.vector is None for h in fts)
     scaled = calibrated.search("alpha", mode="fts")
     assert [h.text for h in scaled] == [A, B]
-    assert [h.score for h in scaled] == [h.breakdown.fts / 16.0 for h in scaled]
+    assert [h.score for h in scaled] == [h.breakdown.fts / 8.0 for h in scaled]
 
 
 def test_min_max_edge_cases() -> None:

@@ -130,7 +130,7 @@ def fusion_calibration(embedder: Embedder) -> tuple[float, float] | None:
     """The (cosine width, BM25 scale) of calibrated fusion with ``embedder``, or None.
 
     An embedder may recommend them with a ``fusion_calibration`` attribute: the bundled
-    static model recommends 0.4 / 16 (chosen on LoCoMo by cross-validation,
+    static model recommends 0.2 / 8 (chosen on LoCoMo by cross-validation,
     docs/retrieval.md). Absolute scales belong to one model's cosines, so an embedder
     without a recommendation (the hash embedder, other models) is fused with the seed's
     min-max until it is measured.

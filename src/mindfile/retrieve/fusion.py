@@ -103,8 +103,8 @@ class Calibration:
     ``fts_scale``: the least BM25 score that counts as a full lexical match.
     """
 
-    vector_width: float = 0.4
-    fts_scale: float = 16.0
+    vector_width: float = 0.2
+    fts_scale: float = 8.0
 
     def normalizers(self) -> tuple[Normalizer, Normalizer]:
         """The (vector, BM25) normalisations for :func:`weighted_fusion`."""
