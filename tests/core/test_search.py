@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import mindfile
 from mindfile.embed import fusion_calibration
@@ -14,9 +17,11 @@ from mindfile.errors import InvalidInputError
 from mindfile.retrieve.fusion import (
     DEFAULT_CALIBRATION,
     RRF_K,
+    Calibration,
     floored_min_max,
     min_max,
     scaled_to_best,
+    weighted_fusion,
 )
 
 from ._support import TableEmbedder
@@ -133,6 +138,36 @@ def test_calibrated_normalisations_by_hand() -> None:
     assert scaled_to_best([8.0, 2.0], 16.0) == [0.5, 0.125]  # weak lexical evidence
     assert scaled_to_best([32.0, 8.0], 16.0) == [1.0, 0.25]  # absolute zero kept
     assert scaled_to_best([0.0], 0.0) == [1.0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(-1.0, 1.0), min_size=0, max_size=30),
+    st.lists(st.floats(0.0, 40.0), min_size=0, max_size=30),
+    st.floats(0.0, 1.0),
+    st.floats(0.0, 1.0),
+)
+def test_calibrated_fusion_properties(
+    cosines: list[float], bm25: list[float], width: float, scale: float
+) -> None:
+    """Order-preserving, in [0, 1], the worst cosine 0, BM25's zero kept, and the fused
+    score is the weighted sum of the parts (what ``breakdown`` shows)."""
+    scale *= 20.0
+    v = floored_min_max(cosines, width)
+    f = scaled_to_best(bm25, scale)
+    for raw, norm in ((cosines, v), (bm25, f)):
+        assert all(0.0 <= x <= 1.0 + 1e-12 for x in norm)
+        pairs = sorted(zip(raw, norm, strict=True))
+        assert all(a[1] <= b[1] + 1e-12 for a, b in itertools.pairwise(pairs))
+    if (cosines and max(cosines) - min(cosines) > 1e-12) or (width > 1e-12 and cosines):
+        assert min(v) == 0.0
+    assert all(x == 0.0 for r, x in zip(bm25, f, strict=True) if r == 0.0 and max(bm25) > 0)
+    vector = [(i, c) for i, c in enumerate(sorted(cosines, reverse=True))]
+    fts = [(i + 5, b) for i, b in enumerate(sorted(bm25, reverse=True))]
+    fused = weighted_fusion(vector, fts, 0.3, 0.7, norms=Calibration(width, scale).normalizers())
+    for item in fused.values():
+        assert item.score == pytest.approx(0.3 * item.vector_norm + 0.7 * item.fts_norm)
+        assert 0.0 <= item.score <= 1.0 + 1e-9
 
 
 def test_two_memories_are_not_ranked_one_and_zero(tmp_path: Path) -> None:
