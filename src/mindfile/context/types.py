@@ -178,9 +178,10 @@ class ContextItem:
     """One thing the builder put in the context (or left out, in ``Context.dropped``).
 
     ``reason`` is a human-readable why (or why not). ``tokens`` is what it costs in the
-    prompt: for memories, the growth of the memories message when it was added (the
-    first carries the message's header and framing; the middle ones are counted as
-    their line plus its newline, the last takes the remainder), so the items' tokens
+    prompt: for memories, the growth of the memories message when it was added, in rank
+    order (the first carries the message's header and framing; the middle ones are
+    counted as their line plus its newline, plus their session group's header when they
+    open one, the last takes the remainder), so the items' tokens
     sum exactly to the context's. ``sequence`` is the event's sequence for turns and
     the chunk's last event for memories. ``explain`` holds the rerank terms for memories.
     """
