@@ -89,7 +89,7 @@ def scaled_to_best(scores: Sequence[float], scale: float) -> list[float]:
     if not scores:
         return []
     top = max(max(scores), scale)
-    if top <= 1e-12:
+    if top <= 0.0:  # no scale and nothing matched: all equal, as min-max would say
         return [1.0] * len(scores)
     return [max(s, 0.0) / top for s in scores]
 
