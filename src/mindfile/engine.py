@@ -687,7 +687,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         tags: Sequence[str] | None = None,
         top_k: int = 10,
         mode: SearchMode = "hybrid",
-        fusion: FusionMode = "weighted",
+        fusion: FusionMode = "calibrated",
         vector_weight: float | None = None,
         fts_weight: float | None = None,
         min_score: float | None = None,
@@ -704,9 +704,14 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         ``session_id``: one id, a list, or None for the whole store. ``tags``: every tag
         must be on the chunk (filtered in SQL). ``user_id`` / ``channel``: only sessions
         of that user / channel (with ``session_id`` too: the sessions in both), filtered
-        inside both legs before fusion (docs/privacy.md). Weighted fusion min-max normalises each
-        list and combines them with the weights; ``fusion="rrf"`` uses reciprocal rank
-        fusion (k=60) with the same weights. Ties go to the most recent chunk.
+        inside both legs before fusion (docs/privacy.md). Calibrated fusion (the default)
+        scales each list on an absolute floor (for the bundled model: cosine over a range
+        of at least 0.2, BM25 over at least 8; an embedder that recommends no scales,
+        :func:`mindfile.embed.fusion_calibration`, gets min-max) and combines them with
+        the weights, so a few close candidates keep close scores; ``fusion="weighted"``
+        min-max normalises each list (the seed's);
+        ``fusion="rrf"`` uses reciprocal rank fusion (k=60) with the same weights. Ties go
+        to the most recent chunk.
 
         Weights left as ``None`` are the embedder's recommendation
         (:func:`mindfile.embed.fusion_weights`): 0.3 vector / 0.7 BM25 for the bundled

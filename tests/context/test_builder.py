@@ -95,10 +95,13 @@ def test_output_order_shapes_and_reasons(tmem: mindfile.Mindfile) -> None:
     assert ctx.messages[1]["content"] == "Rolling session summary: Earlier: greetings."
     lines = ctx.messages[2]["content"].split("\n")
     today = datetime.now(UTC).date().isoformat()
-    assert lines[0] == "Relevant memories:"
-    assert sorted(lines[1:]) == sorted(
-        [f"- ({today}, session old, user) {HIKING}", f"- ({today}, note) {PEANUTS}"]
-    )
+    assert lines == [
+        "Relevant memories:",
+        "Notes and facts:",
+        f"- ({today}, note) {PEANUTS}",
+        f"Session old ({today}):",
+        f"- ({today}, user) {HIKING}",
+    ]
     assert [m["content"] for m in ctx.messages[3:]] == ["turn 2", "turn 3"]
     assert [i.source for i in ctx.items] == ["summary", "memory", "memory", "recent", "recent"]
     summary, mem1, _, recent2, recent3 = ctx.items

@@ -58,7 +58,7 @@ def test_memories_come_in_searchs_order(mem: mindfile.Mindfile) -> None:
     top = mem.search(query, top_k=3, user_id="maya")
     assert memories(ctx)[0] == top[0].text
     first = next(i for i in ctx.items if i.source == "memory")
-    assert first.explain["relevance"] == pytest.approx(1.0)
+    assert first.explain["relevance"] == pytest.approx(top[0].score)
     assert "relevance" in first.reason and "search's ranking" in first.reason
     # Same age and importance: the fused relevance alone orders the memories.
     rels = [i.explain["relevance"] for i in ctx.items if i.source == "memory"]

@@ -69,6 +69,7 @@ def test_recall_store_owner_salience_and_candidates(seam: Seam) -> None:
     first = rows[0]
     assert (first.text, first.session_id, first.sequence_end) == ("important", "s1", 2)
     assert first.importance == 0.9 and not first.pinned and rows[1].pinned
+    assert first.occurred_at == first.created_at  # stored without occurred_at
     expected = np.asarray(seam.embedder.embed_documents(["important"])[0], dtype="<f4")
     assert first.vector == expected.tobytes()
     assert other not in recall.salient(crossing, 0.0, 100)

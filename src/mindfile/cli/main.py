@@ -216,7 +216,10 @@ def _add(
     show_default=True,
 )
 @click.option(
-    "--fusion", type=click.Choice(["weighted", "rrf"]), default="weighted", show_default=True
+    "--fusion",
+    type=click.Choice(["calibrated", "weighted", "rrf"]),
+    default="calibrated",
+    show_default=True,
 )
 @click.option("--min-score", type=float, default=None, help="Drop hits scoring below this.")
 @click.option(

@@ -48,7 +48,7 @@ from mindfile.manage.expiry import decay_policy
 from mindfile.manage.importance import effective_importance
 from mindfile.memory.facts import facts_session
 from mindfile.memory.notes import notes_session
-from mindfile.retrieve.fusion import weighted_fusion
+from mindfile.retrieve.fusion import normalizers, weighted_fusion
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.search import DEFAULT_CANDIDATES
 from mindfile.retrieve.temporal import apply_time, time_query
@@ -112,6 +112,7 @@ def gather_candidates(
     lexical: Bm25Index | None = None,
     hybrid_k: int = 0,
     fusion_weights: tuple[float, float] = SEED_FUSION_WEIGHTS,
+    fusion_calibration: tuple[float, float] | None = None,
     hybrid_floor: float = -1.0,
     as_of: datetime | None = None,
 ) -> list[Candidate]:
@@ -121,7 +122,8 @@ def gather_candidates(
     hybrid leg (``hybrid_k`` > 0) is ``search``'s ranking: each leg's best
     ``DEFAULT_CANDIDATES`` hits fused with the weights ``search`` uses; its top
     ``hybrid_k`` enter with their fused score as ``relevance``, except a hit without any
-    BM25 match whose cosine is below ``hybrid_floor`` (nearest is not near). With
+    BM25 match whose cosine is below ``hybrid_floor`` (nearest is not near); the fusion is
+    ``search``'s default, calibrated with ``fusion_calibration`` (None: min-max). With
     ``as_of``, time expressions in the query boost the hybrid leg's fused scores as in
     ``search`` (:mod:`mindfile.retrieve.temporal`).
     """
@@ -152,9 +154,10 @@ def gather_candidates(
         scores.setdefault(rowid, sim)
     if hybrid_k > 0 and (found.vector or found.lexical):
         vector_leg = found.vector if query_vec is not None else []
-        fused = weighted_fusion(vector_leg, found.lexical, *fusion_weights)
+        norms = normalizers("calibrated", fusion_calibration)  # search's default
+        fused = weighted_fusion(vector_leg, found.lexical, *fusion_weights, norms=norms)
         if not vector_leg:  # no query vector: BM25 alone, as search degrades
-            fused = weighted_fusion([], found.lexical, 0.0, 1.0)
+            fused = weighted_fusion([], found.lexical, 0.0, 1.0, norms=norms)
         tq = None if as_of is None else time_query(query, as_of)
         if tq is not None:
             apply_time(db, fused, tq)
@@ -219,6 +222,7 @@ def _load(
                 # With the hybrid leg on, every candidate is ranked on its scale (one
                 # found by salience alone has no fused score: 0).
                 relevance=relevance.get(rowid, 0.0) if relevance else None,
+                occurred_at=None if row.occurred_at is None else parse_time(row.occurred_at),
             )
         )
     return out

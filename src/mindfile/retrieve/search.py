@@ -13,12 +13,20 @@ from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 
+from mindfile.embed import fusion_calibration
 from mindfile.embed.base import Embedder, Vector, check_query_vector, normalize
 from mindfile.errors import EmbeddingError, InvalidInputError, MindfileError
 from mindfile.index.chunking import normalize_text
 from mindfile.index.pipeline import check_id, check_time, normalize_tags
 from mindfile.retrieve.degraded import degrade
-from mindfile.retrieve.fusion import Fused, add_tail, rank_key, rrf_fusion, weighted_fusion
+from mindfile.retrieve.fusion import (
+    Fused,
+    add_tail,
+    normalizers,
+    rank_key,
+    rrf_fusion,
+    weighted_fusion,
+)
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.temporal import apply_time, describe, time_query
 from mindfile.storage.backend import AnyDatabase, search_store
@@ -258,10 +266,12 @@ def run_search(
     head_v, head_f = vector_hits[:depth], fts_hits[:depth]
     if req.fusion == "rrf":
         fused = rrf_fusion(head_v, head_f, req.vector_weight, req.fts_weight)
-    elif mode == "hybrid":
-        fused = weighted_fusion(head_v, head_f, req.vector_weight, req.fts_weight)
-    else:  # a single leg: its own min-max normalised score, weight 1
-        fused = weighted_fusion(head_v, head_f, 1.0, 1.0)
+    else:
+        norms = normalizers(req.fusion, fusion_calibration(embedder))
+        if mode == "hybrid":
+            fused = weighted_fusion(head_v, head_f, *weights, norms=norms)
+        else:  # a single leg: its own normalised score, weight 1
+            fused = weighted_fusion(head_v, head_f, 1.0, 1.0, norms=norms)
     # Vectors missing (embedder down, jobs pending): see mindfile.retrieve.degraded.
     fused, degraded = degrade(db, fused, head_f, req, mode=mode, degraded=degraded)
     tq = time_query(req.query, req.as_of or datetime.now(UTC)) if req.temporal else None

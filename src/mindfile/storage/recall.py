@@ -106,6 +106,8 @@ class CandidateRow:
     pinned: bool
     vector: bytes | None
     last_used: str
+    #: When it happened (``coalesce(occurred_at, created_at)``).
+    occurred_at: str | None = None
 
 
 class RecallStore(Protocol):
@@ -141,7 +143,7 @@ ORDER BY c.pinned DESC, c.importance DESC, c.created_at DESC, c.id DESC LIMIT ?
 CHUNKS = """
 SELECT c.id, c.chunk_id, c.session_id, c.chunk_text, c.sequence_end, c.metadata_json,
        c.created_at, c.content_hash, c.importance, c.pinned, v.embedding_blob,
-       coalesce(c.last_accessed_at, c.created_at)
+       coalesce(c.last_accessed_at, c.created_at), coalesce(c.occurred_at, c.created_at)
 FROM chunks AS c LEFT JOIN chunks_vec AS v ON v.chunk_rowid = c.id
 WHERE c.id IN (SELECT value FROM json_each(?))
 """
@@ -172,7 +174,7 @@ class SqliteRecallStore:
         out = []
         for row in self.db.query(CHUNKS, (json.dumps(sorted(rowids)),)):
             rowid, chunk_id, session_id, text, seq_end, meta, created = row[:7]
-            chash, importance, pinned, blob, last_used = row[7:]
+            chash, importance, pinned, blob, last_used, occurred = row[7:]
             out.append(
                 CandidateRow(
                     rowid=int(rowid),
@@ -187,6 +189,7 @@ class SqliteRecallStore:
                     pinned=bool(pinned),
                     vector=None if blob is None else bytes(blob),
                     last_used=str(last_used),
+                    occurred_at=str(occurred),
                 )
             )
         return out

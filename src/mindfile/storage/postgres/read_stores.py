@@ -216,7 +216,7 @@ ORDER BY c.pinned DESC, c.importance DESC, c.created_at DESC, c.id DESC LIMIT %s
 CHUNKS = """
 SELECT c.id, c.chunk_id, c.session_id, c.chunk_text, c.sequence_end, c.metadata_json,
        c.created_at, c.content_hash, c.importance, c.pinned, v.embedding,
-       coalesce(c.last_accessed_at, c.created_at)
+       coalesce(c.last_accessed_at, c.created_at), coalesce(c.occurred_at, c.created_at)
 FROM chunks AS c LEFT JOIN chunks_vec AS v ON v.chunk_rowid = c.id
 WHERE c.id = ANY(%s::bigint[])
 ORDER BY c.id
@@ -254,7 +254,7 @@ class PgRecallStore:
         out = []
         for row in self.db.query(CHUNKS, (sorted(int(r) for r in rowids),)):
             rowid, chunk_id, session_id, text, seq_end, meta, created = row[:7]
-            chash, importance, pinned, vector, last_used = row[7:]
+            chash, importance, pinned, vector, last_used, occurred = row[7:]
             out.append(
                 CandidateRow(
                     rowid=int(rowid),
@@ -269,6 +269,7 @@ class PgRecallStore:
                     pinned=bool(pinned),
                     vector=None if vector is None else _blob(vector),
                     last_used=str(last_used),
+                    occurred_at=str(occurred),
                 )
             )
         return out
