@@ -86,6 +86,42 @@ def test_recall_store_owner_salience_and_candidates(seam: Seam) -> None:
     first = rows[0]
     assert (first.text, first.session_id, first.sequence_end) == ("important", "s1", 2)
     assert first.importance == 0.9 and not first.pinned and rows[1].pinned
+    assert first.occurred_at == first.created_at  # stored without occurred_at
     expected = np.asarray(seam.embedder.embed_documents(["important"])[0], dtype="<f4")
     assert first.vector == expected.tobytes()
     assert other not in recall.salient(crossing, 0.0, 100)
+
+
+def test_search_store_filters_hit_rows_and_session_lists(seam: Seam) -> None:
+    """What the read path reads through the search store on either backend: a read
+    filter's rowids (sessions, tags, a condition in the backend's dialect), hits'
+    columns, tie-break ends, a user's / channel's sessions and the files split."""
+    search, recall = seam.read_stores()
+    seam.store("s1", 1, "one", user_id="ann")
+    seam.store("s1", 2, "two", user_id="ann")
+    seam.store("s2", 1, "three", user_id="bob")
+    seam.add_note("memory:ann", "n1", "a tagged note", ["food", "fav"])
+    seam.add_note("memory:ann", "n2", "another note", ["food"])
+    one, two, three, note1, note2 = seam.rowids()
+    assert search.rowids_matching(None) == [one, two, three, note1, note2]
+    assert search.rowids_matching(()) == []
+    assert search.rowids_matching(["s1", "s2"]) == [one, two, three]
+    assert search.rowids_matching(None, ["food"]) == [note1, note2]
+    assert search.rowids_matching(None, ["food", "fav"]) == [note1]
+    assert search.rowids_matching(["s1"], ["food"]) == []
+    condition, params = recall.scope_condition(_scope("s1"))
+    assert search.rowids_matching(None, (), condition, params) == [one, two]
+    assert search.rowids_matching(["s2"], (), condition, params) == []
+    scoped = recall.scope_condition(_scope("s1", recent_from=2))
+    assert search.rowids_matching(None, (), *scoped) == [one]
+    rows = search.chunk_rows([two, 10**9])
+    assert list(rows) == [two]
+    rowid, _chunk_id, session, text, start, end, meta, when = rows[two]
+    assert (rowid, session, text, start, end) == (two, "s1", "two", 2, 2)
+    assert isinstance(meta, str) and str(when).startswith("20")
+    assert search.chunk_ends([one, two, 10**9]) == {one: 1, two: 2}
+    assert search.chunk_rows([]) == {} and search.chunk_ends([]) == {}
+    assert search.scoped_sessions(user_id="ann") == ["memory:ann", "s1"]
+    assert search.scoped_sessions(user_id="nobody") == []
+    assert sorted(search.source_sessions(files=False)) == ["memory:ann", "s1", "s2"]
+    assert search.source_sessions(files=True) == []

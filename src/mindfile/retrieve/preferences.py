@@ -57,10 +57,10 @@ import numpy as np
 from mindfile.embed.base import Vector
 from mindfile.manage.expiry import hidden_rowids
 from mindfile.retrieve.fusion import Fused
-from mindfile.storage.db import Database, utcnow
+from mindfile.storage.backend import AnyDatabase, lifecycle_store, search_store
+from mindfile.storage.db import utcnow
 from mindfile.storage.index_source import index_source
-from mindfile.storage.lifecycle import SqliteLifecycleStore
-from mindfile.storage.search import SqliteSearchStore
+from mindfile.storage.search import SearchStore
 from mindfile.vector.base import VectorFilter, VectorIndex
 
 __all__ = [
@@ -471,15 +471,15 @@ class _Marks:
         self.building = False
 
 
-_MARKS: weakref.WeakKeyDictionary[Database, _Marks] = weakref.WeakKeyDictionary()
+_MARKS: weakref.WeakKeyDictionary[AnyDatabase, _Marks] = weakref.WeakKeyDictionary()
 _MARKS_LOCK = threading.Lock()
 
 
 @overload
-def store_marks(db: Database, *, wait: Literal[True] = True) -> frozenset[int]: ...
+def store_marks(db: AnyDatabase, *, wait: Literal[True] = True) -> frozenset[int]: ...
 @overload
-def store_marks(db: Database, *, wait: bool) -> frozenset[int] | None: ...
-def store_marks(db: Database, *, wait: bool = True) -> frozenset[int] | None:
+def store_marks(db: AnyDatabase, *, wait: bool) -> frozenset[int] | None: ...
+def store_marks(db: AnyDatabase, *, wait: bool = True) -> frozenset[int] | None:
     """The rowids of every chunk of ``db`` that is a user-side statement about the user,
     or None while they are being read in the background (``wait=False``).
 
@@ -493,7 +493,7 @@ def store_marks(db: Database, *, wait: bool = True) -> frozenset[int] | None:
         marks = _MARKS.get(db)
         if marks is None:
             marks = _MARKS[db] = _Marks()
-    source, store = index_source(db), SqliteSearchStore(db)
+    source, store = index_source(db), search_store(db)
     with marks.lock:
         if marks.building:
             return None
@@ -517,7 +517,7 @@ def store_marks(db: Database, *, wait: bool = True) -> frozenset[int] | None:
         return frozenset(marks.rows)
 
 
-def _read_after(store: SqliteSearchStore, marks: _Marks, *, locked: bool) -> None:
+def _read_after(store: SearchStore, marks: _Marks, *, locked: bool) -> None:
     """Read the chunks above ``marks.high`` page by page. ``locked``: the caller holds
     ``marks.lock``; else it is taken for each page's merge only."""
     while True:
@@ -534,9 +534,9 @@ def _read_after(store: SqliteSearchStore, marks: _Marks, *, locked: bool) -> Non
             marks.high = rows[-1][0]
 
 
-def _build(db: Database, marks: _Marks) -> None:
+def _build(db: AnyDatabase, marks: _Marks) -> None:
     try:
-        _read_after(SqliteSearchStore(db), marks, locked=False)
+        _read_after(search_store(db), marks, locked=False)
     except Exception as exc:  # a closed store, a busy database: the next search retries
         if not db.closed:
             logger.warning("reading the store's preference statements failed: %s", exc)
@@ -546,7 +546,7 @@ def _build(db: Database, marks: _Marks) -> None:
 
 
 def apply_preferences(
-    db: Database,
+    db: AnyDatabase,
     fused: dict[int, Fused],
     cfg: PreferenceConfig | None = None,
     *,
@@ -554,6 +554,7 @@ def apply_preferences(
     query_vec: Vector | None = None,
     where: VectorFilter | None = None,
     vector_weight: float = 0.0,
+    vector_width: float = 0.0,
 ) -> None:
     """Boost those of the best ``cfg.scan`` fused candidates that are user-side
     statements about the user, in place (``cfg`` None: :data:`DEFAULT_PREFERENCE_CONFIG`,
@@ -562,32 +563,36 @@ def apply_preferences(
     With ``cfg.leg`` and a query vector, the ``leg`` statements nearest to the query
     (within ``where``, expired chunks excluded) join the candidates first, scored as the
     vector leg would score them (``vector_weight`` times the cosine min-max scaled over
-    the vector leg's candidates, clipped to [0, 1]).
+    the vector leg's candidates, over a range of at least ``vector_width`` as calibrated
+    fusion does, clipped to [0, 1]).
     """
     cfg = cfg or DEFAULT_PREFERENCE_CONFIG
     statements: set[int] | frozenset[int] | None = None
     if cfg.leg > 0:
         statements = store_marks(db, wait=False)  # None while read in the background
         if index is not None and query_vec is not None and statements:
-            _third_leg(db, fused, statements, index, query_vec, where, vector_weight, cfg.leg)
+            _third_leg(
+                db, fused, statements, index, query_vec, where, vector_weight, vector_width, cfg.leg
+            )
     best = heapq.nsmallest(cfg.scan, fused.values(), key=lambda f: (-f.score, f.rowid))
     if statements is None:  # no third leg: the statements among the candidates
-        statements = marked(SqliteSearchStore(db).chunk_statements([f.rowid for f in best]))
+        statements = marked(search_store(db).chunk_statements([f.rowid for f in best]))
     chosen = [f.rowid for f in best if f.rowid in statements]
     boost(fused, set(chosen[: cfg.limit] if cfg.limit > 0 else chosen), cfg)
 
 
 def _third_leg(
-    db: Database,
+    db: AnyDatabase,
     fused: dict[int, Fused],
     statements: set[int] | frozenset[int],
     index: VectorIndex,
     query_vec: Vector,
     where: VectorFilter | None,
     vector_weight: float,
+    vector_width: float,
     k: int,
 ) -> None:
-    pool = statements.difference(hidden_rowids(SqliteLifecycleStore(db), utcnow()))
+    pool = statements.difference(hidden_rowids(lifecycle_store(db), utcnow()))
     allowed = np.fromiter(sorted(pool), np.int64, len(pool))
     if where is not None and where.rowids is not None:
         allowed = np.intersect1d(allowed, where.rowids)
@@ -596,7 +601,8 @@ def _third_leg(
     flt = VectorFilter(session_ids=None if where is None else where.session_ids, rowids=allowed)
     sims = [f.vector for f in fused.values() if f.vector is not None and f.vector_rank]
     lo, hi = (min(sims), max(sims)) if sims else (0.0, 1.0)
-    span = hi - lo if hi - lo > 1e-12 else 1.0
+    span = max(hi - lo, vector_width)
+    span = span if span > 1e-12 else 1.0
     for rowid, sim in index.search(query_vec, k, where=flt):
         if rowid not in fused:
             norm = min(1.0, max(0.0, (sim - lo) / span))

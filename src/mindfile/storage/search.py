@@ -14,13 +14,16 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from mindfile.storage import log
 from mindfile.storage.db import Database
+from mindfile.storage.fulltext import filter_clause
 
 __all__ = ["SearchStore", "SqliteSearchStore"]
 
 
 class SearchStore(Protocol):
-    """Reads of the search path (backend-neutral but for :meth:`rowids_where`)."""
+    """Reads of the search path (backend-neutral but for :meth:`rowids_where`, whose
+    condition is SQL in the backend's dialect)."""
 
     def backlog(self, cap: int) -> tuple[int, int, int] | None:
         """``(pending, running, failed)`` embedding jobs, each counted up to ``cap``;
@@ -48,6 +51,37 @@ class SearchStore(Protocol):
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
         """Rowids of the chunks matching a read filter's SQL condition (``" AND ..."``
         on ``chunks AS c``)."""
+        ...
+
+    def rowids_matching(
+        self,
+        session_ids: Sequence[str] | None,
+        tags: Sequence[str] = (),
+        condition: str | None = None,
+        params: Sequence[Any] = (),
+    ) -> list[int]:
+        """Rowids (ascending) of the chunks a read filter allows: of ``session_ids``
+        (None: any; empty: none), carrying every tag of ``tags``, passing ``condition``
+        (SQL on ``chunks AS c`` in this backend's dialect, e.g. the recall store's
+        :meth:`~mindfile.storage.recall.RecallStore.scope_condition`, with ``params``)."""
+        ...
+
+    def chunk_rows(self, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+        """Search hits' columns by rowid, of the chunks that exist: ``(id, chunk_id,
+        session_id, chunk_text, sequence_start, sequence_end, metadata_json,
+        occurred_at or created_at)``."""
+        ...
+
+    def chunk_ends(self, rowids: Sequence[int]) -> dict[int, int]:
+        """``sequence_end`` by rowid (ties go to the most recent chunk)."""
+        ...
+
+    def scoped_sessions(self, *, user_id: str | None, channel: str | None = None) -> list[str]:
+        """The ids of the sessions of ``user_id`` (and of ``channel`` when given), sorted."""
+        ...
+
+    def source_sessions(self, *, files: bool) -> list[str]:
+        """The sessions of synced folders (``files:...``), or all the others."""
         ...
 
 
@@ -118,3 +152,25 @@ class SqliteSearchStore:
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
         rows = self.db.query(ROWIDS_WHERE.format(condition=condition), list(params))
         return [int(r[0]) for r in rows]
+
+    def rowids_matching(
+        self,
+        session_ids: Sequence[str] | None,
+        tags: Sequence[str] = (),
+        condition: str | None = None,
+        params: Sequence[Any] = (),
+    ) -> list[int]:
+        sql, all_params = filter_clause(session_ids, tags, condition, params)
+        return sorted(self.rowids_where(sql, all_params))
+
+    def chunk_rows(self, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+        return log.chunk_rows(self.db, rowids)
+
+    def chunk_ends(self, rowids: Sequence[int]) -> dict[int, int]:
+        return log.chunk_ends(self.db, rowids)
+
+    def scoped_sessions(self, *, user_id: str | None, channel: str | None = None) -> list[str]:
+        return log.scoped_sessions(self.db, user_id=user_id, channel=channel)
+
+    def source_sessions(self, *, files: bool) -> list[str]:
+        return log.source_sessions(self.db, files=files)
