@@ -22,7 +22,8 @@ import numpy.typing as npt
 import pytest
 from core._support import assert_same_ranking
 
-from mindfile.errors import ConfigError, InvalidInputError, UnsupportedBackendError
+import mindfile.vector as vector_module
+from mindfile.errors import ConfigError, InvalidInputError
 from mindfile.index.pipeline import prepare_event
 from mindfile.storage.db import Database
 from mindfile.storage.postgres import PgDatabase, apply_pg_migrations
@@ -181,7 +182,15 @@ def filled(db: PgDatabase, n: int = 40, dims: int = DIMS) -> dict[str, list[int]
 # -- dispatch ------------------------------------------------------------------------------
 
 
-def test_auto_and_pgvector_open_the_pgvector_index(db: PgDatabase) -> None:
+def test_auto_and_pgvector_open_the_pgvector_index(
+    db: PgDatabase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Below AUTO_ANN_CHUNKS vectors "auto" is the exact index (pgvector's graph loses
+    # recall on the bundled model's vectors), from there pgvector's HNSW.
+    assert choose_index(db) == ("exact", "auto: exact below 200,000 chunks (in the heap)")
+    assert isinstance(make_index("auto", db, DIMS), ExactIndex)
+    filled(db)
+    monkeypatch.setattr(vector_module, "AUTO_ANN_CHUNKS", 40)
     assert choose_index(db) == ("pgvector", "auto: pgvector (HNSW inside the Postgres store)")
     for name in ("auto", "pgvector"):
         index = make_index(name, db, DIMS)
@@ -197,14 +206,8 @@ def test_indexes_that_cannot_serve_postgres_say_why(db: PgDatabase) -> None:
         assert err.value.details["choices"] == ["auto", "pgvector", "exact"]
     with pytest.raises(ConfigError, match="unknown vector index 'nope'"):
         make_index("nope", db, DIMS)
-    # "exact" needs an index source for Postgres (being written alongside); until there
-    # is one it is refused by name, not left to fail on SQLite's SQL later.
-    try:
-        index = make_index("exact", db, DIMS)
-    except UnsupportedBackendError as exc:
-        assert "pgvector" in exc.message and exc.code == "unsupported_backend"
-    else:
-        assert isinstance(index, ExactIndex)
+    # "exact" runs in the heap, reading the store through its Postgres index source.
+    assert isinstance(make_index("exact", db, DIMS), ExactIndex)
 
 
 def test_pgvector_on_sqlite_is_a_config_error() -> None:

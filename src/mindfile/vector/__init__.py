@@ -9,9 +9,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
-from mindfile.errors import ConfigError, UnsupportedBackendError
+from mindfile.errors import ConfigError
 from mindfile.storage.db import Database
-from mindfile.storage.index_source import SqliteIndexSourceStore, index_source
 from mindfile.vector.base import VectorFilter, VectorIndex, vector_max
 from mindfile.vector.exact import ExactIndex
 from mindfile.vector.sqlite_vec import SqliteVecIndex
@@ -69,7 +68,7 @@ _INDEXES: dict[str, Callable[[Database, int], VectorIndex]] = {
 }
 
 
-#: The choices on a Postgres store (``"exact"`` once the derived indexes can read it).
+#: The choices on a Postgres store (``"exact"``: in each process's heap).
 POSTGRES_INDEXES = ("auto", "pgvector", "exact")
 
 #: Why each SQLite-side index cannot serve a Postgres store.
@@ -90,33 +89,20 @@ def _postgres(db: object) -> PgDatabase | None:
     return None
 
 
-def _exact_runs_on(db: PgDatabase) -> bool:
-    """Whether the exact index can read this Postgres store: it needs an index source
-    for it (``storage/index_source.py`` hands out the SQLite one until a Postgres one
-    exists) and the database's change token to know when to catch up."""
-    source = index_source(db)
-    return not isinstance(source, SqliteIndexSourceStore) and hasattr(db, "change_token")
-
-
 def _make_postgres_index(name: str, db: PgDatabase, dims: int) -> VectorIndex:
-    if name in ("auto", "pgvector"):
+    if name == "auto":
+        name = choose_index(db)[0]
+    if name == "pgvector":
         from mindfile.vector.pgvector_index import PgVectorIndex
 
         return PgVectorIndex(db, dims)
     if name == "exact":
-        if not _exact_runs_on(db):
-            raise UnsupportedBackendError(
-                'vector_index="exact" does not run on a Postgres store yet (it has no '
-                'index source there); use "pgvector" or "auto"',
-                index=name,
-                choices=list(POSTGRES_INDEXES),
-            )
         return ExactIndex(db, dims)  # type: ignore[arg-type]  # the heap: no store file
     reason = _NOT_ON_POSTGRES.get(name)
     if reason is not None:
         raise ConfigError(
             f"vector_index={name!r} cannot serve a Postgres store ({reason}); "
-            'use "pgvector" (the default, "auto")',
+            'use "auto", "exact" or "pgvector"',
             index=name,
             choices=list(POSTGRES_INDEXES),
         )
@@ -128,8 +114,17 @@ def _make_postgres_index(name: str, db: PgDatabase, dims: int) -> VectorIndex:
 
 
 def choose_index(db: Database | PgDatabase) -> tuple[str, str]:
-    """What ``vector_index="auto"`` opens for this store, and why (shown by info())."""
-    if _postgres(db) is not None:
+    """What ``vector_index="auto"`` opens for this store, and why (shown by info()).
+
+    On Postgres: the exact index (in each process's heap, caught up from the change
+    log) below :data:`AUTO_ANN_CHUNKS` vectors, as on SQLite, and pgvector's HNSW from
+    there. pgvector's graph finds only 0.58-0.70 of the bundled model's exact top 10 at
+    20k-100k vectors even at ``ef_search`` 160 (benchmarks/README.md, "pgvector"),
+    so below that size the exact index keeps SQLite's recall."""
+    pg = _postgres(db)
+    if pg is not None:
+        if vector_max(pg) < AUTO_ANN_CHUNKS:  # type: ignore[arg-type]
+            return "exact", f"auto: exact below {AUTO_ANN_CHUNKS:,} chunks (in the heap)"
         return "pgvector", "auto: pgvector (HNSW inside the Postgres store)"
     db = cast(Database, db)
     vectors = vector_max(db)
@@ -147,8 +142,8 @@ def choose_index(db: Database | PgDatabase) -> tuple[str, str]:
 
 def make_index(name: str, db: Database | PgDatabase, dims: int) -> VectorIndex:
     """Build the named vector index over ``db``'s vectors (``"auto"``: see
-    :func:`choose_index`). ``db`` may be a Postgres database (``"auto"`` is then
-    ``"pgvector"``); ``"pgvector"`` on a SQLite store is a ``ConfigError``."""
+    :func:`choose_index`). ``db`` may be a Postgres database; ``"pgvector"`` on a SQLite
+    store is a ``ConfigError``."""
     pg = _postgres(db)
     if pg is not None:
         return _make_postgres_index(name, pg, dims)
