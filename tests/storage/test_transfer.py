@@ -335,6 +335,18 @@ def test_a_missing_source_is_not_found_and_creates_nothing(tmp_path: Path) -> No
     assert not (tmp_path / "nope.db").exists() and not (tmp_path / "dest.db").exists()
 
 
+def test_a_source_without_a_store_is_not_found(tmp_path: Path, pg_url: str) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    with pytest.raises(NotFoundError):
+        migrate_store(empty, tmp_path / "dest.db")
+    with pytest.raises(NotFoundError):  # a database without Mindfile's schema
+        migrate_store(pg_url, tmp_path / "dest.db")
+    with PgDatabase(pg_url) as db:  # and it was not given one
+        assert db.scalar("SELECT to_regclass('memory_migrations')") is None
+    assert not (tmp_path / "dest.db").exists()
+
+
 def test_the_same_store_twice_is_refused(source: Path) -> None:
     with pytest.raises(mindfile.InvalidInputError):
         migrate_store(source, str(source))
@@ -362,8 +374,10 @@ def test_a_row_the_sqlite_destination_rejects_leaves_it_empty(source: Path, tmp_
         )
     finally:
         db.close()
-    with pytest.raises(ConflictError, match="injected failure"):
+    with pytest.raises(ConflictError, match="injected failure") as caught:
         migrate_store(source, dest, batch_size=4)
+    assert caught.value.message.startswith("facts: ")  # the table it happened in
+    assert caught.value.details["table"] == "facts"
     _sqlite_empty(dest)
 
 

@@ -75,11 +75,12 @@ from mindfile.errors import (
     ConfigError,
     ConflictError,
     InvalidInputError,
+    MindfileError,
     NotFoundError,
     StorageError,
 )
 from mindfile.storage.db import POSTGRES_SCHEMES, Database, Row
-from mindfile.storage.migrations import apply_migrations
+from mindfile.storage.migrations import apply_migrations, schema_version
 
 __all__ = [
     "DERIVED_META",
@@ -464,10 +465,12 @@ def _vector_position(table: Table) -> int | None:
 class _SqliteSide:
     backend = "sqlite"
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, source: bool) -> None:
         self.display = path
         self.db = Database(path)
         try:
+            if source and schema_version(self.db) == 0:
+                raise NotFoundError(f"{path!r} holds no memory store (no schema)", path=path)
             apply_migrations(self.db)
         except BaseException:
             self.db.close()
@@ -520,9 +523,13 @@ class _SqliteSide:
 class _PgSide:
     backend = "postgres"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, source: bool) -> None:
         try:
-            from mindfile.storage.postgres import PgDatabase, apply_pg_migrations
+            from mindfile.storage.postgres import (
+                PgDatabase,
+                apply_pg_migrations,
+                pg_schema_version,
+            )
         except ImportError as exc:
             raise BackendUnavailableError(
                 "a postgresql:// store needs the Postgres extra: pip install 'mindfile[postgres]'"
@@ -530,6 +537,10 @@ class _PgSide:
         self.db = PgDatabase(url, min_size=1, max_size=2)
         self.display = self.db.display
         try:
+            if source and pg_schema_version(self.db) == 0:
+                raise NotFoundError(
+                    f"{self.display} holds no memory store (no schema)", url=self.display
+                )
             apply_pg_migrations(self.db)
         except BaseException:
             self.db.close()
@@ -600,7 +611,7 @@ def _open(locator: str, role: str) -> _Side:
     if not isinstance(locator, str) or not locator.strip():
         raise InvalidInputError(f"the {role} store must be a SQLite path or a postgresql:// URL")
     if is_postgres_url(locator):
-        return _PgSide(locator)
+        return _PgSide(locator, source=role == "source")
     if "://" in locator:
         scheme = locator.split("://", 1)[0]
         raise ConfigError(
@@ -614,7 +625,7 @@ def _open(locator: str, role: str) -> _Side:
         )
     if role == "source" and not Path(locator).expanduser().is_file():
         raise NotFoundError(f"no memory store at {locator!r}", path=locator)
-    return _SqliteSide(str(Path(locator).expanduser()))
+    return _SqliteSide(str(Path(locator).expanduser()), source=role == "source")
 
 
 def _same_store(source: str, destination: str) -> bool:
@@ -732,6 +743,20 @@ def _verify(dst: _Side, table: Table, rows: int, checksum: int, batch: int) -> N
         )
 
 
+def _in_table(name: str, step: Callable[..., TableCount], *args: Any) -> TableCount:
+    """``step(*args)``; an error of the backend (a value the destination cannot hold, a
+    constraint) names the table it happened in, keeping its type and details."""
+    try:
+        return step(*args)
+    except TransferVerifyError:
+        raise
+    except MindfileError as exc:
+        if exc.message.startswith(f"{name}: "):
+            raise
+        again = type(exc)(f"{name}: {exc.message}", **{"table": name, **exc.details})
+        raise again from exc
+
+
 def _copy_meta(dst: _Side, meta: dict[str, str]) -> TableCount:
     started = time.perf_counter()
     dst.execute("DELETE FROM store_meta")
@@ -810,7 +835,7 @@ def _transfer(src: _Side, dst: _Side, batch: int, progress: Progress | None) -> 
                 # The linking trigger's rows for the chunks just copied: replaced by the
                 # source's links, exactly (module docstring).
                 dst.execute("DELETE FROM event_chunks")
-            counts.append(_copy_table(src, dst, table, batch, progress))
+            counts.append(_in_table(table.name, _copy_table, src, dst, table, batch, progress))
         for log in CHANGE_LOGS:
             dst.execute(f"DELETE FROM {log}")
         counts.append(_copy_meta(dst, meta))
