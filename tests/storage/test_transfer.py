@@ -176,7 +176,19 @@ def _pg_count(url: str, table: str) -> int:
 
 def _hits(path: Path) -> list[list[tuple[str, float]]]:
     with mindfile.open(path, embedder="hash") as mem:
-        return [[(h.chunk_id, round(h.score, 6)) for h in mem.search(q, top_k=8)] for q in QUERIES]
+        return [[(h.chunk_id, h.score) for h in mem.search(q, top_k=8)] for q in QUERIES]
+
+
+def assert_same_hits(copy: Path, original: Path) -> None:
+    """The same hits in the same order, scores equal to float32 rounding (~1e-8: the
+    copy's derived indexes are built from scratch, the original's grew incrementally,
+    and their float32 sums may round differently; rebuilding the original's own
+    indexes moves its scores as much)."""
+    ours, theirs = _hits(copy), _hits(original)
+    assert [[c for c, _ in q] for q in ours] == [[c for c, _ in q] for q in theirs]
+    for a, b in zip(ours, theirs, strict=True):
+        assert [s for _, s in a] == pytest.approx([s for _, s in b], abs=1e-6)
+    assert all(ours)
 
 
 def assert_same_store(original: Path, copy: Path) -> None:
@@ -251,8 +263,7 @@ def test_sqlite_to_postgres_and_back(source: Path, tmp_path: Path, pg_url: str) 
     report = migrate_store(pg_url, back)
     assert (report.source_backend, report.destination_backend) == ("postgres", "sqlite")
     assert_same_store(source, back)
-    assert _hits(back) == _hits(source)
-    assert all(hits for hits in _hits(back))
+    assert_same_hits(back, source)
 
 
 def test_sqlite_to_sqlite(source: Path, tmp_path: Path) -> None:
@@ -260,7 +271,7 @@ def test_sqlite_to_sqlite(source: Path, tmp_path: Path) -> None:
     report = migrate_store(str(source), str(copy), batch_size=5)
     assert report.destination_backend == "sqlite"
     assert_same_store(source, copy)
-    assert _hits(copy) == _hits(source)
+    assert_same_hits(copy, source)
     # The copy is a working store: writes continue above the copied ids.
     with mindfile.open(copy, embedder="hash") as mem:
         mem.store("chat-1", 4, {"role": "user", "content": "a new message after the move"})
@@ -311,6 +322,34 @@ def test_a_postgres_destination_with_data_is_refused(source: Path, pg_url: str) 
     with pytest.raises(ConflictError):
         migrate_store(source, pg_url)
     assert _pg_count(pg_url, "sessions") == 0 and _pg_count(pg_url, "quotas") == 1
+
+
+def test_the_postgres_destination_is_locked_against_writers_during_the_copy(
+    source: Path, pg_url: str
+) -> None:
+    """Another writer cannot slip a row in between the emptiness check and the commit."""
+    import psycopg
+
+    outcomes: list[str] = []
+
+    def probe(table: str, done: int, total: int) -> None:
+        if table != "chunks" or done != 0:
+            return
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute("SET lock_timeout = '200ms'")
+            try:
+                conn.execute(
+                    "INSERT INTO quotas (scope, created_at, updated_at) VALUES ('x', 'a', 'a')"
+                )
+                outcomes.append("written")
+            except psycopg.errors.LockNotAvailable:
+                outcomes.append("blocked")
+            # Readers are not blocked (they see the empty, committed state).
+            outcomes.append(str(conn.execute("SELECT count(*) FROM sessions").fetchone()))
+
+    migrate_store(source, pg_url, progress=probe)
+    assert outcomes == ["blocked", "(0,)"]
+    assert _pg_count(pg_url, "quotas") == 1  # the source's
 
 
 def test_an_opened_but_empty_destination_is_accepted(source: Path, tmp_path: Path) -> None:

@@ -444,6 +444,8 @@ class _Side(Protocol):
 
     def read_vector(self, value: Any) -> bytes: ...
 
+    def lock_for_copy(self) -> None: ...
+
     def snapshot(self) -> contextlib.AbstractContextManager[Any]: ...
 
     def atomic(self) -> contextlib.AbstractContextManager[Any]: ...
@@ -509,6 +511,9 @@ class _SqliteSide:
             self.db.execute(
                 "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", (table.name, value)
             )
+
+    def lock_for_copy(self) -> None:
+        pass  # atomic() began with BEGIN IMMEDIATE: no other writer until it ends
 
     def snapshot(self) -> contextlib.AbstractContextManager[Any]:
         return self.db.snapshot()
@@ -587,6 +592,12 @@ class _PgSide:
             "SELECT setval(pg_get_serial_sequence(%s, %s)::regclass, %s, true)",
             (table.name, table.counter, value),
         )
+
+    def lock_for_copy(self) -> None:
+        # SQLite's BEGIN IMMEDIATE, for the tables copied into: nobody else writes them
+        # (so "empty" stays true) until the copy commits; readers are not blocked.
+        names = ", ".join([*(t.name for t in TABLES), "store_meta", *CHANGE_LOGS])
+        self.db.execute(f"LOCK TABLE {names} IN EXCLUSIVE MODE")
 
     def snapshot(self) -> contextlib.AbstractContextManager[Any]:
         return self.db.snapshot()
@@ -829,6 +840,7 @@ def _transfer(src: _Side, dst: _Side, batch: int, progress: Progress | None) -> 
             for k, v in src.query("SELECT key, value FROM store_meta")
             if str(k) not in DERIVED_META
         }
+        dst.lock_for_copy()
         _check_empty(dst, meta)
         for table in TABLES:
             if table.name == "event_chunks":
