@@ -124,6 +124,9 @@ def populate(path: Path, folder: Path) -> None:
         mem.store("chat-3", 2, {"role": "user", "content": "pizza on friday"})
         mem.store("gone", 1, {"role": "user", "content": "this session is forgotten"})
         mem.forget("gone")  # the highest chunk id: never handed out again
+    # A sqlite-vec table in the file, and its bookkeeping in store_meta: derived.
+    with mindfile.open(path, embedder="hash", vector_index="sqlite-vec") as mem:
+        assert mem.search("Lisbon", top_k=1)
 
 
 @pytest.fixture
@@ -174,17 +177,17 @@ def _pg_count(url: str, table: str) -> int:
         return int(db.scalar(f"SELECT count(*) FROM {table}"))
 
 
-def _hits(path: Path) -> list[list[tuple[str, float]]]:
-    with mindfile.open(path, embedder="hash") as mem:
+def _hits(path: Path, **options: Any) -> list[list[tuple[str, float]]]:
+    with mindfile.open(path, embedder="hash", **options) as mem:
         return [[(h.chunk_id, h.score) for h in mem.search(q, top_k=8)] for q in QUERIES]
 
 
-def assert_same_hits(copy: Path, original: Path) -> None:
+def assert_same_hits(copy: Path, original: Path, **options: Any) -> None:
     """The same hits in the same order, scores equal to float32 rounding (~1e-8: the
     copy's derived indexes are built from scratch, the original's grew incrementally,
     and their float32 sums may round differently; rebuilding the original's own
     indexes moves its scores as much)."""
-    ours, theirs = _hits(copy), _hits(original)
+    ours, theirs = _hits(copy, **options), _hits(original, **options)
     assert [[c for c, _ in q] for q in ours] == [[c for c, _ in q] for q in theirs]
     for a, b in zip(ours, theirs, strict=True):
         assert [s for _, s in a] == pytest.approx([s for _, s in b], abs=1e-6)
@@ -272,6 +275,8 @@ def test_sqlite_to_sqlite(source: Path, tmp_path: Path) -> None:
     assert report.destination_backend == "sqlite"
     assert_same_store(source, copy)
     assert_same_hits(copy, source)
+    assert_same_hits(copy, source, vector_index="sqlite-vec", lexical_index="fts5")
+    assert "sqlite_vec_dims" in _meta(source)
     # The copy is a working store: writes continue above the copied ids.
     with mindfile.open(copy, embedder="hash") as mem:
         mem.store("chat-1", 4, {"role": "user", "content": "a new message after the move"})
@@ -469,7 +474,10 @@ def runner() -> Iterator[CliRunner]:
 def test_cli_migrate_store(source: Path, tmp_path: Path, pg_url: str, runner: CliRunner) -> None:
     result = runner.invoke(cli, ["migrate-store", str(source), pg_url, "--batch-size", "10"])
     assert result.exit_code == 0, (result.stdout, result.stderr)
-    assert "chunks: 10/" in result.stderr  # per-table progress, on stderr
+    n_chunks = _pg_count(pg_url, "chunks")
+    progress = result.stderr.splitlines()  # per-table progress, on stderr
+    assert f"chunks: 0/{n_chunks}" in progress
+    assert f"chunks: {n_chunks}/{n_chunks}" in progress
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"copied {source} (sqlite) -> ") and "(postgres)" in lines[0]
     chunks = next(line.split() for line in lines if line.startswith("chunks "))

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+import time
 
 import click
 
@@ -11,6 +12,9 @@ from mindfile.cli._common import emit, json_option, run
 from mindfile.storage.transfer import DEFAULT_BATCH_SIZE, TransferReport, migrate_store
 
 __all__ = ["migrate_store_command"]
+
+#: Seconds between two progress lines of one table.
+PROGRESS_EVERY = 1.0
 
 
 @click.command("migrate-store")
@@ -35,17 +39,17 @@ def migrate_store_command(
     are checked before the copy commits, and a failure leaves DST empty.
     """
     with run(as_json):
-        last: dict[str, int] = {}
+        shown: dict[str, float] = {}
 
         def step(table: str, done: int, total: int) -> None:
-            # Progress goes to stderr, so --json's stdout stays one document.
-            if quiet:
+            # On stderr, so --json's stdout stays one document: each table's start and
+            # end, and in between at most one line a second.
+            if quiet or total == 0:
                 return
-            if done == 0 and total > 0:
-                click.echo(f"{table}: 0/{total}", err=True)
-            elif done and last.get(table) != done:
+            now = time.monotonic()
+            if done in (0, total) or now - shown.get(table, now) >= PROGRESS_EVERY:
                 click.echo(f"{table}: {done}/{total}", err=True)
-            last[table] = done
+                shown[table] = now
 
         report = migrate_store(source, destination, batch_size=batch_size, progress=step)
         emit(report, as_json, lambda: _print(report))
