@@ -445,6 +445,26 @@ def test_a_row_the_postgres_destination_rejects_leaves_it_empty(source: Path, pg
         assert _pg_count(pg_url, table.name) == 0, table.name
 
 
+def test_a_value_postgres_cannot_hold_is_one_line_and_leaves_it_empty(
+    source: Path, pg_url: str
+) -> None:
+    """SQLite's dynamic types let a bad value in (text in an INTEGER column); Postgres
+    refuses it: a typed error naming the table, exit code 2, nothing committed."""
+    db = Database(source)
+    try:
+        db.execute("UPDATE quotas SET max_items = 'lots'")
+    finally:
+        db.close()
+    with pytest.raises(mindfile.InvalidInputError) as caught:
+        migrate_store(source, pg_url)
+    assert caught.value.message.startswith("quotas: a value the store cannot hold")
+    for table in TABLES:
+        assert _pg_count(pg_url, table.name) == 0, table.name
+    result = CliRunner().invoke(cli, ["migrate-store", str(source), pg_url])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("error [invalid_input]: quotas: ")
+
+
 def test_a_verification_failure_rolls_back(
     source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

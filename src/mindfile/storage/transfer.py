@@ -12,10 +12,11 @@ migrate-store", is the user's view.
 ``consolidations``, ``memory_jobs``, ``schedules``, ``schedule_runs``,
 ``llm_failures``, ``embedding_cache``, and the settings in ``store_meta``.
 
-* Ids are kept: explicit values into ``AUTOINCREMENT`` / identity columns
-  (``OVERRIDING SYSTEM VALUE`` for Postgres's ``GENERATED ALWAYS`` ones). SQLite's
-  implicit ``rowid`` of ``sessions`` and ``schedule_runs`` (the tie-break of listings)
-  is Postgres's explicit ``rowid`` column and back. Afterwards every id counter
+* Ids are kept: explicit values into ``AUTOINCREMENT`` / identity columns (Postgres
+  loads batches with ``COPY``, which keeps given values even for ``GENERATED ALWAYS``
+  columns, like ``INSERT ... OVERRIDING SYSTEM VALUE``). SQLite's implicit ``rowid`` of
+  ``sessions`` and ``schedule_runs`` (the tie-break of listings) is Postgres's explicit
+  ``rowid`` column and back. Afterwards every id counter
   (``sqlite_sequence``, Postgres sequences) is raised to the highest id the source ever
   handed out (deleted ones too, so ids are never reused), or the highest copied.
 * Vectors: SQLite's little-endian float32 ``embedding_blob`` <-> pgvector's
@@ -453,11 +454,10 @@ class _Side(Protocol):
     def close(self) -> None: ...
 
 
-def _insert_sql(side: _Side, table: Table, marks: str, overriding: bool) -> str:
+def _insert_sql(side: _Side, table: Table) -> str:
     names = ", ".join(side.column(c) for c in table.columns)
-    override = " OVERRIDING SYSTEM VALUE" if overriding else ""
-    values = ", ".join([marks] * len(table.columns))
-    return f"INSERT INTO {table.name} ({names}){override} VALUES ({values})"
+    values = ", ".join("?" for _ in table.columns)
+    return f"INSERT INTO {table.name} ({names}) VALUES ({values})"
 
 
 def _vector_position(table: Table) -> int | None:
@@ -491,7 +491,7 @@ class _SqliteSide:
         return bytes(value)
 
     def write_batch(self, table: Table, rows: list[Row]) -> None:
-        self.db.executemany(_insert_sql(self, table, "?", False), rows)
+        self.db.executemany(_insert_sql(self, table), rows)
 
     def counter_high(self, table: Table) -> int:
         if table.rowid:  # a plain rowid: no counter beyond the rows themselves
@@ -571,10 +571,12 @@ class _PgSide:
         return np.asarray(raw, dtype="<f4").tobytes()
 
     def write_batch(self, table: Table, rows: list[Row]) -> None:
+        # COPY: values for identity columns are kept (OVERRIDING SYSTEM VALUE's effect),
+        # triggers fire and search_tsv is generated, as for INSERT.
         at = _vector_position(table)
         if at is not None:
             rows = [(*r[:at], _vector_value(r[at], r), *r[at + 1 :]) for r in rows]
-        self.db.executemany(_insert_sql(self, table, "%s", table.rowid), rows)
+        self.db.copy_rows(table.name, [self.column(c) for c in table.columns], rows)
 
     def counter_high(self, table: Table) -> int:
         if table.counter is None:
