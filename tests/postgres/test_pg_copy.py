@@ -1,4 +1,5 @@
-"""``PgDatabase.copy_rows``: binary ``COPY FROM STDIN`` with INSERT's semantics.
+"""``PgDatabase.copy_rows`` (binary ``COPY FROM STDIN`` with INSERT's semantics) and
+``query(binary=True)``.
 
 What migrate-store relies on (mindfile.storage.transfer): given values for identity
 columns are kept (even ``GENERATED ALWAYS``), triggers fire, generated columns are
@@ -63,6 +64,14 @@ def test_ids_triggers_generated_columns_and_vectors(db: PgDatabase) -> None:
     stored = db.scalar("SELECT embedding FROM chunks_vec")
     assert np.asarray(stored.to_numpy(), dtype=np.float32).tobytes() == vector.tobytes()
     assert bytes(db.scalar("SELECT embedding_blob FROM embedding_cache")) == b"\x00\x01\xff"
+    # The same values read in binary format (what migrate-store reads with).
+    [(embedding, text, rowid, blob)] = db.query(
+        "SELECT v.embedding, c.chunk_text, c.id, e.embedding_blob "
+        "FROM chunks_vec AS v JOIN chunks AS c ON c.id = v.chunk_rowid, embedding_cache AS e",
+        binary=True,
+    )
+    assert np.asarray(embedding.to_numpy(), dtype=np.float32).tobytes() == vector.tobytes()
+    assert (text, rowid, bytes(blob)) == ("lisbon in may", 900, b"\x00\x01\xff")
 
 
 @pytest.mark.parametrize("bad", [1.5, "12", 2**70])
