@@ -287,6 +287,32 @@ def test_sqlite_to_sqlite(source: Path, tmp_path: Path) -> None:
     assert _sequences(copy)["chunks"] > _sequences(source)["chunks"]
 
 
+def test_counters_of_emptied_tables_survive_both_ways(tmp_path: Path, pg_url: str) -> None:
+    """A table whose rows were all deleted still remembers its highest id."""
+    path = tmp_path / "emptied.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        mem.store("s", 1, {"role": "user", "content": "hello"})
+        for i in range(3):
+            mem.set_fact("u", "c", f"k{i}", "v")
+            mem.delete_fact("u", "c", f"k{i}")
+    facts = next(t for t in TABLES if t.name == "facts")
+    assert _sequences(path)["facts"] == 3 and not _sqlite_rows(path, facts)
+    migrate_store(path, pg_url)
+    with PgDatabase(pg_url) as db:
+        assert (
+            db.scalar(
+                "SELECT pg_sequence_last_value(pg_get_serial_sequence('facts', 'id')::regclass)"
+            )
+            == 3
+        )
+    back = tmp_path / "back.db"
+    migrate_store(pg_url, back)
+    assert _sequences(back)["facts"] == 3
+    with mindfile.open(back, embedder="hash") as mem:
+        mem.set_fact("u", "c", "k9", "v")
+    assert _sqlite_scalar(back, "SELECT id FROM facts") == 4  # not a reused id
+
+
 def test_postgres_to_postgres(source: Path, pg_server: Any) -> None:
     first, second = pg_server.fresh_url(), pg_server.fresh_url()
     try:
