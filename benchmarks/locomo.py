@@ -20,6 +20,7 @@ The data (CC BY-NC 4.0) is read from its path and never copied into this reposit
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import re
 import sys
@@ -33,6 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import LOCOMO, emit_json, machine_info, print_table
+from _pg import postgres
 
 import mindfile
 from mindfile.tokens import estimate_tokens
@@ -214,9 +216,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     timings: dict[str, list[float]] = defaultdict(list)
     ingest_s = 0.0
     turns = 0
-    with tempfile.TemporaryDirectory() as tmp:
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        server = stack.enter_context(postgres(args.pg_url)) if args.postgres else None
         for i, conv in enumerate(data):
-            path = Path(tmp) / f"conv{i}.db"
+            path = server.fresh_url() if server is not None else str(Path(tmp) / f"conv{i}.db")
             with mindfile.open(
                 path,
                 embedder=args.embedder,
@@ -423,6 +427,12 @@ def main() -> None:
         help="the query date: the wall clock, or the conversation's last session date",
     )
     parser.add_argument("--no-temporal", action="store_true", help="search(temporal=False)")
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="stores on Postgres (a schema each): --pg-url's server, else an embedded one",
+    )
+    parser.add_argument("--pg-url", default=None, help="the Postgres server for --postgres")
     parser.add_argument(
         "--time-config", default="", help='TimeConfig fields as JSON, e.g. {"weight": 0.2}'
     )

@@ -261,7 +261,7 @@ def bench_index(index: str, args: argparse.Namespace, workdir: Path) -> dict[str
             "index": index,
             "pause_s": args.pause,
             "searches": len(first),
-            "first_ms": first[0],
+            "first_ms": first[0] if first else None,
             **pct(first),
             "over_20ms": sum(v > 20 for v in first),
         }

@@ -18,11 +18,16 @@ from mindfile.vector.base import VectorFilter
 
 
 def _generation(
-    folder: Path, rng: np.random.Generator, n_docs: int, df: list[int], tfs: list[float]
+    folder: Path,
+    rng: np.random.Generator,
+    n_docs: int,
+    df: list[int],
+    tfs: list[float],
+    stored: bool = False,
 ) -> tuple[Segment, list[str]]:
     """A published generation of ``n_docs`` documents and one term per ``df`` entry
     (held by that many random documents, frequencies and lengths from few values, so
-    scores often tie)."""
+    scores often tie); ``stored``: with window bounds written at publish time."""
     terms = [f"t{i}" for i in range(len(df))]
     docs = [np.sort(rng.choice(n_docs, size=min(d, n_docs), replace=False)) for d in df]
     flat = Flat(
@@ -35,7 +40,8 @@ def _generation(
         session=[f"s{i % 4}" for i in range(n_docs)],
         alive=np.ones(n_docs, dtype=bool),
     )
-    gen, n, p, total = merge(folder, None, None, flat)
+    extra = ls.published_bounds if stored else None
+    gen, n, p, total = merge(folder, None, None, flat, extra=extra)
     return Segment(folder, gen, n, p, total), terms
 
 
@@ -52,6 +58,7 @@ def _generation(
     shift=st.integers(0, 4),
     cache_from=st.sampled_from([1, 50, 10**9]),
     first=st.sampled_from([1, 2, 64]),
+    store_from=st.none() | st.sampled_from([1, 50]),
 )
 def test_pruned_top_k_is_exactly_the_exhaustive_one(
     seed: int,
@@ -65,13 +72,18 @@ def test_pruned_top_k_is_exactly_the_exhaustive_one(
     shift: int,
     cache_from: int,
     first: int,
+    store_from: int | None,
 ) -> None:
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
         mp.setattr(ls, "WINDOW_SHIFT", shift)
         mp.setattr(ls, "_CACHE_FROM", cache_from)
         mp.setattr(ls, "_FIRST_WINDOWS", first)  # small: many batches, windows skipped
-        seg, terms = _generation(Path(tmp), rng, n_docs, df, tfs)
+        if store_from is not None:  # bounds written at publish time, for these terms
+            mp.setattr(ls, "_STORE_FROM", store_from)
+        seg, terms = _generation(Path(tmp), rng, n_docs, df, tfs, stored=store_from is not None)
+        most = max(min(d, n_docs) for d in df)
+        assert (seg.bounds is not None) == (store_from is not None and most >= store_from)
         state = ls.State(None, [seg])
         pub = state.published[0]
         for at in np.flatnonzero(rng.random(n_docs) < dead).tolist():
@@ -87,9 +99,10 @@ def test_pruned_top_k_is_exactly_the_exhaustive_one(
             ti = seg.term_index(term)
             assert ti is not None
             wanted.append((float(rng.choice([1e-6, 0.3, 1.7])), ti))
-        # the cached bounds must stay bounds when the average length moves
+        # the cached and stored bounds must stay bounds when the average length moves
+        # (above the stored cap: computed per process instead)
         avgdl = pub.total / max(1, pub.n_alive)
-        for factor in (1.0, 0.5, 3.0, 1.0):
+        for factor in (1.0, 0.5, 3.0, 1.0, 1.04):
             exhaustive = state._published_top(pub, wanted, avgdl * factor, where, k, prune=False)
             pruned = state._published_top(pub, wanted, avgdl * factor, where, k, prune=True)
             assert pruned == exhaustive
@@ -124,3 +137,59 @@ def test_packed_window_offsets_read_back(shift: int, monkeypatch: pytest.MonkeyP
     packed = ls._Offsets.pack(off)
     assert np.array_equal(packed[np.arange(n_win + 1, dtype=np.int64)], off)
     assert packed.low.dtype == np.uint16
+
+
+def test_stored_bounds_are_the_per_process_ones_and_are_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ls, "_STORE_FROM", 1_000)
+    rng = np.random.default_rng(3)
+    seg, terms = _generation(tmp_path, rng, 5_000, [4_000, 30, 1_500], [1.0, 2.0], stored=True)
+    stored = seg.bounds
+    assert stored is not None
+    assert stored.terms.tolist() == [seg.term_index(terms[0]), seg.term_index(terms[2])]
+    pub = ls.State(None, [seg]).published[0]
+    for term in (terms[0], terms[2]):
+        ti = seg.term_index(term)
+        assert ti is not None
+        top, off = pub.bounds(ti, stored.cap)  # from the generation's files
+        assert not pub._bounds  # nothing computed by this process
+        row = stored.row(ti)
+        assert row is not None and np.shares_memory(top, stored.top)
+        # the same bytes the per-process path computes for that average length
+        s, e = int(seg.post_off[ti]), int(seg.post_off[ti + 1])
+        want_top, want_off = ls._term_bounds(
+            seg.post_doc[s:e], seg.post_tf[s:e], seg.doc_len, stored.cap
+        )
+        assert np.array_equal(top, want_top)
+        windows = np.arange(pub.windows + 1, dtype=np.int64)
+        assert np.array_equal(off[windows], want_off[windows])
+    # above the stored cap the process computes (and caches) its own
+    ti = seg.term_index(terms[0])
+    assert ti is not None
+    pub.bounds(ti, stored.cap * 1.5)
+    assert ti in pub._bounds
+
+
+def test_damaged_or_foreign_stored_bounds_are_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ls, "_STORE_FROM", 100)
+    rng = np.random.default_rng(5)
+    seg, _terms = _generation(tmp_path, rng, 2_000, [1_000, 500], [1.0, 3.0], stored=True)
+    where = tmp_path / seg.generation
+    assert seg.bounds is not None
+    # bounds of another window size: ignored by a process using this one
+    monkeypatch.setattr(ls, "WINDOW_SHIFT", 3)
+    pub = ls.State(
+        None, [Segment(tmp_path, seg.generation, *seg.expected, seg.total_len)]
+    ).published[0]
+    pub.bounds(0, 1e9)
+    assert pub._bounds  # computed here, not read from the files
+    monkeypatch.undo()
+    # a truncated array: the generation still opens, without stored bounds
+    np.save(where / "bound_top.npy", np.zeros((1, 3), dtype=np.uint8))
+    again = Segment(tmp_path, seg.generation, *seg.expected, seg.total_len)
+    assert again.bounds is None
+    (where / "bounds.json").write_text("{not json")
+    assert Segment(tmp_path, seg.generation, *seg.expected, seg.total_len).bounds is None

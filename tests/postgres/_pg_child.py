@@ -14,6 +14,10 @@ all start writing at once.
   session's next sequence; prints the sequences it got.
 * ``work URL WORKER LIMIT`` - claim and complete embedding jobs, LIMIT at a time, until
   none is due; prints the job ids it completed.
+* ``ingest URL SESSION COUNT PAUSE_MS`` - store COUNT events with one chunk and its
+  vector each in SESSION through the session store's batch writer, one transaction per
+  event that stays open up to PAUSE_MS after the write (other work of the same
+  transaction); prints the chunk ids it committed.
 * ``migrate URL`` - apply the migrations; prints the schema version.
 * ``hold URL MARKER`` - open a transaction, write a row, lock a fact, write MARKER, and
   sleep until killed (the parent kills it with SIGKILL mid-transaction).
@@ -23,9 +27,12 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 from mindfile.index.pipeline import prepare_event
 from mindfile.storage.postgres import PgDatabase, apply_pg_migrations
@@ -70,6 +77,27 @@ def append(db: PgDatabase, session: str, count: int, me: str) -> list[int]:
             event = prepare_event(session, sequence, {"role": "user", "content": f"{me} {i}"})
             sessions.write_event(event, None, "none", NOW)  # no vectors: jobs instead
         got.append(sequence)
+    return got
+
+
+def ingest(db: PgDatabase, session: str, count: int, pause_ms: float) -> list[int]:
+    """Store ``count`` one-chunk events with vectors; the chunk ids committed."""
+    sessions = pg_stores(db).sessions
+    rng = random.Random(f"{session}:{count}")
+    got: list[int] = []
+    for i in range(1, count + 1):
+        event = prepare_event(session, i, {"role": "user", "content": f"{session} event {i}"})
+        vector = np.asarray([[rng.random() + 0.01 for _ in range(8)]], dtype=np.float32)
+        vector /= np.linalg.norm(vector)
+        with db.atomic():
+            sessions.write_events([event], vector, "test-8", NOW)
+            # The rest of the transaction's work (quotas, a caller's other writes): the
+            # window in which another writer's later id could commit first.
+            time.sleep(rng.random() * pause_ms / 1000)
+            [rowid] = db.query(
+                "SELECT id FROM chunks WHERE session_id = %s AND sequence_end = %s", (session, i)
+            )[0]
+        got.append(int(rowid))
     return got
 
 
@@ -130,6 +158,8 @@ def main(argv: list[str]) -> None:
             out = use(db, args[0], int(args[1]))
         elif mode == "append":
             out = append(db, args[0], int(args[1]), args[2])
+        elif mode == "ingest":
+            out = ingest(db, args[0], int(args[1]), float(args[2]))
         elif mode == "work":
             out = work(db, args[0], int(args[1]))
         elif mode == "migrate":

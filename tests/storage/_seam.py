@@ -20,9 +20,12 @@ import mindfile
 from mindfile.embed import HashEmbedder
 from mindfile.index.pipeline import PreparedEvent, prepare_event
 from mindfile.memory._write import scoped_chunks
-from mindfile.storage.db import utcnow
+from mindfile.storage import changes
+from mindfile.storage.db import Database, utcnow
+from mindfile.storage.meta import MODEL_KEY
 from mindfile.storage.postgres import PgDatabase
 from mindfile.storage.postgres.read_stores import PgRecallStore, PgSearchStore
+from mindfile.storage.postgres.sessions import prune_changes
 from mindfile.storage.postgres.stores import pg_stores
 from mindfile.storage.recall import SqliteRecallStore
 from mindfile.storage.search import SqliteSearchStore
@@ -46,8 +49,25 @@ class SqliteSeam:
         self.model_id = engine.embedder.model_id
         self.dimensions = engine.embedder.dimensions
 
+    @property
+    def db(self) -> Database:
+        """The backend's database (what ``index_source(db)`` and ``full_text(db)`` take)."""
+        return self.engine.db
+
     def atomic(self) -> AbstractContextManager[Any]:
         return self.engine.db.atomic()
+
+    def forget(self, session_id: str) -> None:
+        """Delete a session with its chunks and vectors (``Mindfile.forget``)."""
+        self.engine.forget(session_id)
+
+    def prune_changes(self, keep: int) -> None:
+        """Prune both change logs to their newest ``keep`` rows, as the write path does."""
+        with self.engine.db.atomic():
+            changes.prune(self.engine.db, keep=keep)
+
+    def bind_model(self) -> None:
+        """Bind the store to the embedder's model (the engine did on open)."""
 
     def add_event(self, session_id: str, sequence: int, text: str) -> None:
         self.engine.store(session_id, sequence, {"role": "user", "content": text})
@@ -61,10 +81,17 @@ class SqliteSeam:
         user_id: str | None = None,
         importance: float | None = None,
         ttl: float | None = None,
+        tags: Sequence[str] | None = None,
     ) -> None:
         """Like ``Mindfile.store``: one event with this payload."""
         self.engine.store(
-            session_id, sequence, payload, user_id=user_id, importance=importance, ttl=ttl
+            session_id,
+            sequence,
+            payload,
+            user_id=user_id,
+            importance=importance,
+            ttl=ttl,
+            tags=None if tags is None else list(tags),
         )
 
     def pin(self, session_id: str, sequence: int) -> None:
@@ -114,6 +141,20 @@ class PgSeam:
     def atomic(self) -> AbstractContextManager[Any]:
         return self.db.atomic()
 
+    def forget(self, session_id: str) -> None:
+        """Delete a session with its chunks and vectors (what ``Mindfile.forget`` runs)."""
+        with self.db.atomic():
+            self.stores.privacy.delete_session(session_id)
+
+    def prune_changes(self, keep: int) -> None:
+        """Prune both change logs to their newest ``keep`` rows, as the write path does
+        (Postgres keeps the newest row even for 0: the logs' high-water mark)."""
+        prune_changes(self.db, keep=keep)
+
+    def bind_model(self) -> None:
+        """Bind the store to the embedder's model, as the engine does on open."""
+        self.stores.meta.set_default({MODEL_KEY: self.model_id})
+
     def _write(self, event: PreparedEvent, *, neighbor_context: bool = True) -> None:
         texts = [c.text for c in event.chunks]
         vectors = self.embedder.embed_documents(texts) if texts else None
@@ -133,6 +174,7 @@ class PgSeam:
         user_id: str | None = None,
         importance: float | None = None,
         ttl: float | None = None,
+        tags: Sequence[str] | None = None,
     ) -> None:
         """Like ``Mindfile.store``: one event with this payload (expiring ``ttl``
         seconds from now, as the engine computes it)."""
@@ -142,7 +184,7 @@ class PgSeam:
                 timespec="microseconds"
             )
         event = prepare_event(
-            session_id, sequence, payload, importance=importance, expires_at=expires
+            session_id, sequence, payload, tags=tags, importance=importance, expires_at=expires
         )
         texts = [c.text for c in event.chunks]
         vectors = self.embedder.embed_documents(texts) if texts else None

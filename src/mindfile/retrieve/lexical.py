@@ -53,7 +53,13 @@ import numpy as np
 
 from mindfile.retrieve.fts import COLUMN_WEIGHTS, query_words
 from mindfile.retrieve.lexical_disk import LexManifest, Segment, collect, merge
-from mindfile.retrieve.lexical_state import Delta, State, analyse_batch, combine
+from mindfile.retrieve.lexical_state import (
+    Delta,
+    State,
+    analyse_batch,
+    combine,
+    published_bounds,
+)
 from mindfile.storage.db import Database
 from mindfile.storage.index_source import ChunkText, index_source
 from mindfile.vector.ann_disk import BUILD_LOCK, MANIFEST, file_lock, index_root, store_id
@@ -530,7 +536,11 @@ class Bm25Index:
                     assert l0_alive is not None
                     flats.insert(0, l0.seg.flat(l0_alive))
                 gen, docs, postings, total = merge(
-                    folder, base.seg if base else None, base_alive, combine(flats)
+                    folder,
+                    base.seg if base else None,
+                    base_alive,
+                    combine(flats),
+                    extra=published_bounds,
                 )
                 manifest = LexManifest(
                     store=self._store,

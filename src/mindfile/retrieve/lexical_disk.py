@@ -19,7 +19,13 @@ Arrays (``T`` terms, ``D`` documents, ``P`` postings):
   ``post_tf`` (P, float32): the column-weighted term frequency, as FTS5 weighs it;
 * ``doc_rowid`` (D, int64, ascending), ``doc_len`` (D, float32: tokens in all columns),
   ``doc_session`` (D, int32: index into ``sessions.json``);
-* ``dead`` (int64, only in an L0 generation): base chunks it replaces or deletes.
+* ``dead`` (int64, only in an L0 generation): base chunks it replaces or deletes;
+* optional, with ``bounds.json`` (``cap``, ``window_shift``): block-max window bounds of
+  the common terms, computed once at publish time so no process computes them per query
+  (:func:`mindfile.retrieve.lexical_state.published_bounds`): ``bound_terms`` (B, int64,
+  ascending term numbers), ``bound_top`` (B x windows, uint8), ``bound_high`` and
+  ``bound_low`` (each term's packed window offsets). A generation without them, or with
+  bounds of another window size, is read as before (bounds computed per process).
 
 A published set is a large *base* and at most one small *L0* generation holding what
 came after it: publishing the recent delta rewrites only the L0 (cost of the delta),
@@ -35,7 +41,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +51,17 @@ import numpy.typing as npt
 
 from mindfile.vector.ann_disk import fsync_dir, load_array, save_json
 
-__all__ = ["FORMAT", "Flat", "LexManifest", "Segment", "collect", "merge", "term_hash"]
+__all__ = [
+    "FORMAT",
+    "Extra",
+    "Flat",
+    "LexManifest",
+    "Segment",
+    "StoredBounds",
+    "collect",
+    "merge",
+    "term_hash",
+]
 
 logger = logging.getLogger("mindfile.retrieve")
 
@@ -61,6 +77,10 @@ _ARRAYS = (
     "doc_len",
     "doc_session",
 )
+_BOUND_ARRAYS = ("bound_terms", "bound_top", "bound_high", "bound_low")
+#: Computes a generation's optional arrays from its required ones (``merge``'s hook):
+#: ``(arrays, bounds.json contents)``, or None for none.
+Extra = Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]] | None]
 
 
 def term_hash(term: str) -> int:
@@ -144,6 +164,8 @@ class Segment:
         self.sessions: list[str] = [str(s) for s in sessions]
         self.session_codes = {s: i for i, s in enumerate(self.sessions)}
         self._check()
+        #: Stored window bounds (see the module docstring); None when absent or unusable.
+        self.bounds: StoredBounds | None = _load_bounds(where, len(self.doc_rowid))
 
     def _check(self) -> None:
         """Shapes that must agree; a damaged generation raises here, not mid-search."""
@@ -208,6 +230,52 @@ class Segment:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class StoredBounds:
+    """A generation's published window bounds (mapped): row ``j`` is term
+    ``terms[j]``'s, computed for average lengths up to ``cap`` with windows of
+    ``2**window_shift`` documents."""
+
+    terms: npt.NDArray[np.int64]
+    top: npt.NDArray[np.uint8]
+    high: npt.NDArray[np.int64]
+    low: npt.NDArray[np.uint16]
+    cap: float
+    window_shift: int
+
+    def row(self, term: int) -> int | None:
+        """The row of term number ``term``, or None when it has no stored bounds."""
+        j = int(np.searchsorted(self.terms, term))
+        return j if j < len(self.terms) and int(self.terms[j]) == term else None
+
+
+def _load_bounds(where: Path, docs: int) -> StoredBounds | None:
+    meta_path = where / "bounds.json"
+    if not meta_path.exists():
+        return None
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        shift, cap = int(meta["window_shift"]), float(meta["cap"])
+        got = {name: load_array(where / f"{name}.npy") for name in _BOUND_ARRAYS}
+        windows = (docs + (1 << shift) - 1) >> shift
+        span = 1 << max(0, 15 - shift)
+        n = len(got["bound_terms"])
+        shapes_ok = (
+            got["bound_top"].shape == (n, windows)
+            and got["bound_low"].shape == (n, windows + 1)
+            and got["bound_high"].shape == (n, (windows + span) // span)
+            and bool(np.all(np.diff(got["bound_terms"]) > 0))
+        )
+        if not shapes_ok:
+            raise ValueError("shapes do not match the generation")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        logger.warning("ignoring the stored BM25 bounds of %s: %s", where.name, exc)
+        return None
+    return StoredBounds(
+        got["bound_terms"], got["bound_top"], got["bound_high"], got["bound_low"], cap, shift
+    )
+
+
 @dataclass(slots=True)
 class Flat:
     """Postings in flat arrays (the in-memory delta's, copied out to be persisted).
@@ -233,9 +301,11 @@ def merge(
     base_alive: npt.NDArray[np.bool_] | None,
     delta: Flat,
     dead: npt.NDArray[np.int64] | None = None,
+    extra: Extra | None = None,
 ) -> tuple[str, int, int, float]:
     """Write a new generation holding ``base``'s live documents and ``delta``'s (and,
-    for an L0 generation, ``dead``: the rowids it tombstones in the base below it).
+    for an L0 generation, ``dead``: the rowids it tombstones in the base below it;
+    ``extra`` adds optional arrays computed from the others, e.g. window bounds).
 
     Returns ``(generation, docs, postings, total_len)``. Nothing is published: the caller
     writes the manifest. A chunk in both (updated after ``base`` was written) must be
@@ -349,11 +419,21 @@ def merge(
     }
     if dead is not None:
         arrays["dead"] = np.asarray(dead, dtype=np.int64)
-    _write(folder / generation, arrays, sessions)
+    more = extra(arrays) if extra is not None else None
+    files: dict[str, Any] = {}
+    if more is not None:
+        arrays.update(more[0])
+        files["bounds.json"] = more[1]
+    _write(folder / generation, arrays, sessions, files)
     return generation, len(rowid), len(post_doc), float(length.astype(np.float64).sum())
 
 
-def _write(where: Path, arrays: dict[str, npt.NDArray[Any]], sessions: Sequence[str]) -> None:
+def _write(
+    where: Path,
+    arrays: dict[str, npt.NDArray[Any]],
+    sessions: Sequence[str],
+    files: dict[str, Any] | None = None,
+) -> None:
     tmp = where.with_name(f".{where.name}.tmp")
     tmp.mkdir(parents=True)
     try:
@@ -362,10 +442,11 @@ def _write(where: Path, arrays: dict[str, npt.NDArray[Any]], sessions: Sequence[
                 np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
                 fh.flush()
                 os.fsync(fh.fileno())
-        with open(tmp / "sessions.json", "w", encoding="utf-8") as fh:
-            json.dump(list(sessions), fh)
-            fh.flush()
-            os.fsync(fh.fileno())
+        for name, doc in {"sessions.json": list(sessions), **(files or {})}.items():
+            with open(tmp / name, "w", encoding="utf-8") as fh:
+                json.dump(doc, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, where)
         fsync_dir(where.parent)
     except BaseException:

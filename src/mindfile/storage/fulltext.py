@@ -17,10 +17,14 @@ seam").
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from mindfile.storage.db import Database
+
+if TYPE_CHECKING:
+    from mindfile.storage.postgres.db import PgDatabase
 
 __all__ = [
     "FullTextStore",
@@ -143,7 +147,16 @@ class SqliteFullTextStore:
         return [(int(r), float(s)) for r, s in rows]
 
 
-def full_text(db: Database) -> FullTextStore:
-    """The full-text store over ``db`` (the SQLite one; another backend's database gets
-    its own here)."""
-    return SqliteFullTextStore(db)
+def full_text(db: Database | PgDatabase) -> FullTextStore:
+    """The full-text store over ``db``: the Postgres one for a ``PgDatabase`` (its
+    ``condition`` is Postgres SQL), else SQLite's.
+
+    The Postgres module is imported only for a Postgres database. A ``PgDatabase`` can
+    only exist once its module is loaded, so looking in ``sys.modules`` decides without
+    importing psycopg (the core install has none)."""
+    pg = sys.modules.get("mindfile.storage.postgres.db")
+    if pg is not None and isinstance(db, pg.PgDatabase):
+        from mindfile.storage.postgres.fulltext import PgFullTextStore
+
+        return PgFullTextStore(db)
+    return SqliteFullTextStore(cast(Database, db))

@@ -20,10 +20,11 @@ with :func:`index_source`.
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +32,9 @@ import numpy.typing as npt
 from mindfile.storage.changes import bounds, read_since
 from mindfile.storage.db import Database
 from mindfile.storage.meta import MODEL_KEY
+
+if TYPE_CHECKING:
+    from mindfile.storage.postgres.db import PgDatabase
 
 __all__ = [
     "STORE_ID_KEY",
@@ -287,7 +291,15 @@ def _vector_rows(rows: Sequence[Sequence[Any]], dims: int, created: bool) -> Vec
     return VectorRows(ids, matrix, sessions, [r[3] for r in rows] if created else None)
 
 
-def index_source(db: Database) -> IndexSourceStore:
-    """The index source over ``db`` (the SQLite one; another backend's database gets its
-    own here)."""
-    return SqliteIndexSourceStore(db)
+def index_source(db: Database | PgDatabase) -> IndexSourceStore:
+    """The index source over ``db``: the Postgres one for a ``PgDatabase``, else SQLite's.
+
+    The Postgres module is imported only for a Postgres database. A ``PgDatabase`` can
+    only exist once its module is loaded, so looking in ``sys.modules`` decides without
+    importing psycopg (the core install has none)."""
+    pg = sys.modules.get("mindfile.storage.postgres.db")
+    if pg is not None and isinstance(db, pg.PgDatabase):
+        from mindfile.storage.postgres.index_source import PgIndexSourceStore
+
+        return PgIndexSourceStore(db)
+    return SqliteIndexSourceStore(cast(Database, db))

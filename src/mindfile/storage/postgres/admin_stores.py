@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from mindfile.storage.embedding_cache import CachedModel
 from mindfile.storage.postgres.db import Params, PgDatabase
+from mindfile.storage.postgres.writer_lock import lock_chunk_writes
 
 __all__ = ["PgEmbeddingCacheStore", "PgMetaStore", "PgPrivacyStore"]
 
@@ -97,7 +98,9 @@ class PgPrivacyStore:
         return self.db.changes()
 
     def delete_session(self, session_id: str) -> bool:
-        return self._delete("DELETE FROM sessions WHERE session_id = %s", (session_id,)) > 0
+        with self.db.atomic():
+            lock_chunk_writes(self.db)  # the delete cascades into chunks: lock first
+            return self._delete("DELETE FROM sessions WHERE session_id = %s", (session_id,)) > 0
 
     def erase_facts_scope(self, scope: str) -> int:
         with self.db.atomic():
@@ -109,6 +112,7 @@ class PgPrivacyStore:
 
     def erase_user(self, user_id: str) -> dict[str, int]:
         with self.db.atomic():
+            lock_chunk_writes(self.db)  # before any row: the sessions cascade into chunks
             sessions = self.user_sessions(user_id)
             args = {"user": user_id, "sessions": sessions}
             row = self.db.query_one(ERASE_COUNTS, args)

@@ -26,6 +26,7 @@ from mindfile.storage.consolidation import (
 from mindfile.storage.postgres.db import PgDatabase
 from mindfile.storage.postgres.manage_stores import SCOPE_SESSIONS
 from mindfile.storage.postgres.sessions import FIND_CHUNK, insert_chunks
+from mindfile.storage.postgres.writer_lock import lock_chunk_writes
 
 __all__ = ["PgConsolidationStore"]
 
@@ -169,6 +170,7 @@ class PgConsolidationStore:
     ) -> None:
         s, gone = survivor, [int(r) for r in absorbed]
         with self.db.atomic():
+            lock_chunk_writes(self.db)
             self.db.execute(
                 UPDATE_SURVIVOR,
                 (
@@ -215,6 +217,7 @@ class PgConsolidationStore:
         record: ConsolidationRow,
     ) -> str:
         with self.db.atomic():
+            lock_chunk_writes(self.db)
             [rowid] = insert_chunks(self.db, [row], [vector], model_id, record.created_at)
             self.db.execute(LINK_SPAN, (rowid, row.session_id, [int(q) for q in sequences]))
             chunk_id = chunk_id_for(row.session_id, row.content_hash)

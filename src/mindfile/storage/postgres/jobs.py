@@ -23,6 +23,7 @@ from mindfile.storage.jobs import (
 )
 from mindfile.storage.postgres.db import PgDatabase
 from mindfile.storage.postgres.sessions import prune_changes
+from mindfile.storage.postgres.writer_lock import lock_chunk_writes
 
 __all__ = ["PgJobStore"]
 
@@ -240,6 +241,7 @@ class PgJobStore:
         db = self.db
         done = 0
         with db.atomic():
+            lock_chunk_writes(db)
             for job, blob in zip(jobs, blobs, strict=True):
                 vector = np.frombuffer(blob, dtype="<f4").astype(np.float32)
                 db.execute(

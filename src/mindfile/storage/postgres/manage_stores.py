@@ -17,6 +17,7 @@ import numpy as np
 from mindfile.storage.lifecycle import Deleted, ManagedChunk
 from mindfile.storage.log import CONTEXT_CHARS
 from mindfile.storage.postgres.db import PgDatabase, Row
+from mindfile.storage.postgres.writer_lock import lock_chunk_writes
 from mindfile.storage.quotas import CandidateEvent, QuotaRow, ScopeUsage
 
 __all__ = ["SCOPE_SESSIONS", "PgLifecycleStore", "PgModelStore", "PgQuotaStore"]
@@ -96,6 +97,7 @@ class PgLifecycleStore:
         db = self.db
         ids = sorted({int(r) for r in rowids})
         with db.atomic():
+            lock_chunk_writes(db)
             events = [(str(s), int(q)) for s, q in db.query(LINKED_EVENTS, (ids,))]
             texts: dict[str, list[str]] = {}
             for session_id, text in db.query(CHUNK_TEXTS, (ids,)):
@@ -367,11 +369,15 @@ class PgModelStore:
         return [(int(i), str(t)) for i, t in self.db.query(MISSING_TEXT_HASHES)]
 
     def set_text_hashes(self, pairs: Sequence[tuple[str, int]]) -> None:
+        # No index reads the hashes, but re-embedding's switch locks these rows and then
+        # writes vectors in one transaction: the chunk lock first (writer_lock.py).
+        lock_chunk_writes(self.db)
         self.db.executemany(SET_TEXT_HASH, [(h, int(i)) for h, i in pairs])
 
     def switch_model(self, model_id: str, dims: int) -> list[int]:
         db = self.db
         with db.atomic():
+            lock_chunk_writes(db)
             staged = db.query(STAGED, (model_id, dims * 4))
             db.executemany(
                 PUT_VECTOR,

@@ -16,6 +16,7 @@ from mindfile.storage.events import CHECKSUM_PRIME, EventSignature
 from mindfile.storage.facts import FactRecord, FactVersionRecord
 from mindfile.storage.notes import StoredNote
 from mindfile.storage.postgres.db import PgDatabase, Row
+from mindfile.storage.postgres.writer_lock import lock_chunk_writes
 from mindfile.types import MemoryRecord
 
 __all__ = ["PgEventStore", "PgFactStore", "PgNoteStore", "PgSessionStateStore"]
@@ -193,6 +194,7 @@ class PgNoteStore:
 
     def remove(self, session_id: str, note_id: str, sequence: int | None) -> int:
         with self.db.atomic():
+            lock_chunk_writes(self.db)
             self.db.execute(DELETE_NOTE_CHUNKS, (session_id, note_id))
             removed = self.db.changes()
             if sequence is not None:
@@ -256,15 +258,19 @@ class PgFactStore:
     def insert(
         self, scope: str, category: str, key: str, value: str, source: str, now: str
     ) -> None:
+        lock_chunk_writes(self.db)  # a fact's row, then its chunks: lock first
         self.db.execute(INSERT_FACT, (scope, category, key, value, source, now, now))
 
     def update(self, fact_id: int, value: str, source: str, now: str) -> None:
+        lock_chunk_writes(self.db)  # a fact's row, then its chunks: lock first
         self.db.execute(UPDATE_FACT, (value, source, now, fact_id))
 
     def archive(self, fact_id: int, superseded_at: str, reason: str) -> None:
+        lock_chunk_writes(self.db)  # a fact's row, then its chunks: lock first
         self.db.execute(ARCHIVE_FACT, (superseded_at, reason, fact_id))
 
     def delete(self, fact_id: int) -> None:
+        lock_chunk_writes(self.db)  # a fact's row, then its chunks: lock first
         self.db.execute(DELETE_FACT, (fact_id,))
 
     def erase_history(self, scope: str, category: str, key: str) -> int:
@@ -276,6 +282,7 @@ class PgFactStore:
         return [FactVersionRecord(*(str(v) for v in r)) for r in rows]
 
     def remove_chunks(self, session_id: str, category: str, key: str) -> None:
+        lock_chunk_writes(self.db)  # a fact's row, then its chunks: lock first
         self.db.execute(DELETE_FACT_CHUNKS, (session_id, category, key))
 
 

@@ -13,6 +13,13 @@ of one session, on any hosts, run that step one after the other: the second sees
 first's events (or none, if it rolled back) and never reuses a sequence. The batch
 writer locks its sessions in sorted order, so two batches never deadlock. The lock
 lasts until the caller's transaction ends: call these inside ``db.atomic()``.
+
+**Chunk ids in commit order.** Before any session lock, these methods take the chunk
+writers' lock (:mod:`mindfile.storage.postgres.writer_lock`, migration 0008), which the
+triggers on ``chunks`` and ``chunks_vec`` take anyway at the first chunk write: one
+transaction at a time writes chunks, so ids and change-log seqs are handed out in
+commit order. Taking it first keeps it free of deadlocks (the reasons are in that
+module).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from mindfile.index.pipeline import PreparedChunk, PreparedEvent
 from mindfile.storage.chunks import ChunkRow, chunk_id_for
 from mindfile.storage.log import CONTEXT_CHARS, namespace_user
 from mindfile.storage.postgres.db import PgDatabase
+from mindfile.storage.postgres.writer_lock import lock_chunk_writes
 from mindfile.types import SessionInfo
 
 __all__ = ["PgSessionStore", "insert_chunks", "prune_changes"]
@@ -184,9 +192,16 @@ def prune_changes(
     tables: Sequence[str] = ("chunks_changes", "chunks_vec_changes"),
     keep: int = KEEP_CHANGES,
 ) -> None:
-    """Drop all but the newest ``keep`` rows of each change log."""
+    """Drop all but the newest ``keep`` rows of each change log (never the newest one).
+
+    The newest row stays even for ``keep=0``: its seq is the log's high-water mark (the
+    readers' ``newest``, :mod:`mindfile.storage.postgres.index_source`), which SQLite
+    keeps in ``sqlite_sequence`` and an identity sequence cannot give transactionally."""
     for table in tables:
-        db.execute(f"DELETE FROM {table} WHERE seq <= (SELECT max(seq) FROM {table}) - %s", (keep,))
+        db.execute(
+            f"DELETE FROM {table} WHERE seq <= (SELECT max(seq) FROM {table}) - greatest(%s, 1)",
+            (keep,),
+        )
 
 
 @dataclass(slots=True)
@@ -251,6 +266,7 @@ class PgSessionStore:
                 )
 
     def next_sequence(self, session_id: str) -> int:
+        lock_chunk_writes(self.db)  # before the session's lock (writer_lock.py)
         self.db.execute(LOCK_SESSION, (session_id,))
         last = self.db.scalar(HIGH_WATER, (session_id,))
         return 1 if last is None or int(last) < 1 else int(last) + 1
@@ -291,6 +307,7 @@ class PgSessionStore:
     ) -> int:
         db = self.db
         with db.atomic():
+            lock_chunk_writes(db)  # first: then the sessions' locks (writer_lock.py)
             for sid in sorted({e.session_id for e in events}):
                 db.execute(LOCK_SESSION, (sid,))
             cursors: dict[str, _Cursor] = {}
@@ -365,6 +382,7 @@ class PgSessionStore:
         added = 0
         rows = [None] * len(chunks) if vectors is None else list(vectors)
         with db.atomic():
+            lock_chunk_writes(db)
             for chunk, vector in zip(chunks, rows, strict=True):
                 if db.scalar(FIND_CHUNK, (session_id, chunk.content_hash)) is not None:
                     continue  # the same text twice within one item

@@ -25,6 +25,7 @@ from mindfile.storage.postgres.memory_stores import (
     PgSessionStateStore,
 )
 from mindfile.storage.postgres.sessions import PgSessionStore
+from mindfile.storage.postgres.writer_lock import lock_chunk_writes
 from mindfile.storage.stores import Stores
 
 __all__ = ["PgIntegrityStore", "PgLLMFailureStore", "PgMarkStore", "pg_stores"]
@@ -252,6 +253,7 @@ class PgIntegrityStore:
         return int(self.db.scalar(TEXT_ROWS))
 
     def drop_vectors(self, chunk_rowids: Sequence[int]) -> None:
+        lock_chunk_writes(self.db)
         self.db.execute(DELETE_VECTORS, (list(chunk_rowids),))
 
     def rebuild_text_index(self) -> None:
