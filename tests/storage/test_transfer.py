@@ -29,6 +29,7 @@ from mindfile.scheduler import RunStatus, ScheduleCadence, ScheduleRunRecord
 from mindfile.storage import transfer
 from mindfile.storage.db import Database
 from mindfile.storage.postgres import PgDatabase, apply_pg_migrations
+from mindfile.storage.postgres.writer_lock import CHUNK_WRITER_KEY
 from mindfile.storage.transfer import (
     DERIVED_META,
     TABLES,
@@ -377,9 +378,12 @@ def test_the_postgres_destination_is_locked_against_writers_during_the_copy(
                 outcomes.append("blocked")
             # Readers are not blocked (they see the empty, committed state).
             outcomes.append(str(conn.execute("SELECT count(*) FROM sessions").fetchone()))
+            # The chunk writers' lock is held too (taken first, as every writer does).
+            free = conn.execute("SELECT pg_try_advisory_lock(%s)", (CHUNK_WRITER_KEY,))
+            outcomes.append(str(free.fetchone()))
 
     migrate_store(source, pg_url, progress=probe)
-    assert outcomes == ["blocked", "(0,)"]
+    assert outcomes == ["blocked", "(0,)", "(False,)"]
     assert _pg_count(pg_url, "quotas") == 1  # the source's
 
 

@@ -596,8 +596,13 @@ class _PgSide:
         )
 
     def lock_for_copy(self) -> None:
-        # SQLite's BEGIN IMMEDIATE, for the tables copied into: nobody else writes them
-        # (so "empty" stays true) until the copy commits; readers are not blocked.
+        from mindfile.storage.postgres.writer_lock import lock_chunk_writes
+
+        # The chunk writers' lock first, as every writer takes it (writer_lock.py: no
+        # deadlock with a writer holding it), then SQLite's BEGIN IMMEDIATE for the
+        # tables copied into: nobody else writes them (so "empty" stays true) until the
+        # copy commits; readers are not blocked.
+        lock_chunk_writes(self.db)
         names = ", ".join([*(t.name for t in TABLES), "store_meta", *CHANGE_LOGS])
         self.db.execute(f"LOCK TABLE {names} IN EXCLUSIVE MODE")
 
