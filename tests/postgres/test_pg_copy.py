@@ -90,3 +90,8 @@ def test_text_postgres_cannot_hold_is_invalid_input(db: PgDatabase) -> None:
     with pytest.raises(InvalidInputError):
         db.copy_rows("quotas", columns, [("a\x00b", NOW, NOW)])
     assert db.scalar("SELECT count(*) FROM quotas") == 0
+
+
+def test_an_unknown_column_is_invalid_input(db: PgDatabase) -> None:
+    with pytest.raises(InvalidInputError, match="quotas has no column nope"):
+        db.copy_rows("quotas", ("scope", "nope"), [("a", 1)])

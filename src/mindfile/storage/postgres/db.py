@@ -205,6 +205,9 @@ class PgDatabase:
             # Binary COPY needs each column's type: from the catalog, in column order.
             cur.execute(_COLUMN_TYPES, (table,))
             types = {str(name): str(kind) for name, kind in cur.fetchall()}
+            unknown = [c for c in columns if c not in types]
+            if unknown:
+                raise InvalidInputError(f"{table} has no column {', '.join(unknown)}")
             with cur.copy(statement) as copy:
                 copy.set_types([types[c] for c in columns])
                 for row in rows:
