@@ -47,9 +47,11 @@ Derived index folders next to a SQLite file are not copied either.
 the whole copy is **one** destination transaction: the emptiness check, every batch,
 the counters and the verification commit together or not at all, so a failure leaves
 the destination as empty as it was. Rows move in batches (``batch_size``) so memory
-stays bounded; the price of one transaction is that the destination holds its write
-lock (SQLite) or an open transaction (Postgres) for the whole copy, which is what a
-one-off move wants. Both schemas are made current first (``apply_migrations`` /
+stays bounded. The destination is locked against other writers for the whole copy
+(SQLite's ``BEGIN IMMEDIATE``; on Postgres the chunk writers' lock, then ``LOCK TABLE
+... IN EXCLUSIVE MODE`` on the copied tables; readers are not blocked), so "empty"
+stays true until the commit: the price of one transaction, and what a one-off move
+wants. Both schemas are made current first (``apply_migrations`` /
 ``apply_pg_migrations``): the source is upgraded in place as ``mindfile.open`` would.
 
 **Verification**, before commit: per table, the destination's row count equals the
