@@ -552,6 +552,17 @@ def test_cli_migrate_store(source: Path, tmp_path: Path, pg_url: str, runner: Cl
     assert result.exit_code == 4 and json.loads(result.stdout)["error"] == "not_found"
 
 
+def test_cli_never_shows_the_password(source: Path, pg_url: str, runner: CliRunner) -> None:
+    # The test server trusts its socket, so a password in the URL is accepted and unused.
+    url = pg_url.replace("postgresql://postgres@", "postgresql://postgres:s3cret@", 1)
+    assert url != pg_url
+    for args in (["migrate-store", str(source), url], ["migrate-store", str(source), url]):
+        result = runner.invoke(cli, args)  # the second one is refused: not empty
+        assert "s3cret" not in result.stdout + result.stderr
+        assert "postgres:***@" in result.stdout + result.stderr
+    assert result.exit_code == 5
+
+
 def test_cli_migrate_store_subprocess(source: Path, tmp_path: Path) -> None:
     """The installed entry point end to end (a subprocess, the worktree's source)."""
     import os
