@@ -31,6 +31,7 @@ from mindfile.storage.db import Database
 from mindfile.storage.postgres import PgDatabase, apply_pg_migrations
 from mindfile.storage.postgres.writer_lock import CHUNK_WRITER_KEY
 from mindfile.storage.transfer import (
+    DERIVED_COLUMNS,
     DERIVED_META,
     TABLES,
     TransferVerifyError,
@@ -214,6 +215,50 @@ def assert_same_store(original: Path, copy: Path) -> None:
     )
     assert _sqlite_scalar(copy, "SELECT count(*) FROM chunks_changes") == 0
     assert _sqlite_scalar(copy, "SELECT count(*) FROM chunks_vec_changes") == 0
+
+
+# -- the list of tables is the schema's ---------------------------------------------------
+
+
+def _covered(table: transfer.Table, vector_column: str) -> set[str]:
+    """The table's copied columns, as a backend names them (no implicit rowid)."""
+    return {vector_column if c == "embedding" else c for c in table.columns} - {"rowid"}
+
+
+def test_every_table_and_column_of_both_schemas_is_copied_or_derived(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """A migration that adds a table or a column must teach migrate-store about it."""
+    db = Database(tmp_path / "schema.db")
+    try:
+        transfer.apply_migrations(db)
+        sqlite_tables = {
+            str(name): {str(r[1]) for r in db.query(f"PRAGMA table_info({name})")}
+            for (name,) in db.query("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if not str(name).startswith("chunks_fts_")  # FTS5's shadow tables
+        }
+    finally:
+        db.close()
+    with PgDatabase(pg_url) as pg:
+        apply_pg_migrations(pg)
+        pg_tables: dict[str, set[str]] = {}
+        for name, column in pg.query(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema()"
+        ):
+            pg_tables.setdefault(str(name), set()).add(str(column))
+    copied = {t.name: t for t in TABLES}
+    known = set(copied) | {"store_meta"} | set(transfer.SKIPPED)
+    assert set(sqlite_tables) - known == set()
+    assert set(pg_tables) - known == set()
+    for name, table in copied.items():
+        derived = DERIVED_COLUMNS.get(name, frozenset())
+        assert sqlite_tables[name] - derived == _covered(table, "embedding_blob"), name
+        pg_columns = pg_tables[name] - derived - ({"rowid"} if table.rowid else set())
+        assert pg_columns == _covered(table, "embedding"), name
+        if table.rowid:  # SQLite's implicit rowid is Postgres's identity column
+            assert "rowid" in pg_tables[name] and "rowid" not in sqlite_tables[name]
+    assert sqlite_tables["store_meta"] == pg_tables["store_meta"] == {"key", "value"}
 
 
 # -- the round trip ---------------------------------------------------------------------

@@ -85,6 +85,7 @@ from mindfile.storage.db import POSTGRES_SCHEMES, Database, Row
 from mindfile.storage.migrations import apply_migrations, schema_version
 
 __all__ = [
+    "DERIVED_COLUMNS",
     "DERIVED_META",
     "SKIPPED",
     "TABLES",
@@ -360,6 +361,11 @@ SKIPPED: dict[str, str] = {
     "chunks_vec_index": "sqlite-vec table, rebuilt from chunks_vec when used",
     "memory_migrations": "schema bookkeeping of each backend",
     "sqlite_sequence": "id counters, raised to the source's high-water marks",
+}
+
+#: Columns of copied tables that are not copied: computed by the destination.
+DERIVED_COLUMNS: dict[str, frozenset[str]] = {
+    "chunks": frozenset({"search_tsv"}),  # Postgres: GENERATED ALWAYS AS (...) STORED
 }
 
 #: Change logs emptied on the destination once the copy is in.
