@@ -1,19 +1,27 @@
 """Vector indexes derived from ``chunks_vec``: in-memory exact (default), sqlite-vec, and
-the on-disk ANN indexes zvec and LanceDB (optional extras, imported when asked for)."""
+the on-disk ANN indexes zvec and LanceDB (optional extras, imported when asked for); on
+a Postgres store, pgvector's HNSW index (``vector/pgvector_index.py``)."""
 
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
-from mindfile.errors import ConfigError
+from mindfile.errors import ConfigError, UnsupportedBackendError
 from mindfile.storage.db import Database
+from mindfile.storage.index_source import SqliteIndexSourceStore, index_source
 from mindfile.vector.base import VectorFilter, VectorIndex, vector_max
 from mindfile.vector.exact import ExactIndex
 from mindfile.vector.sqlite_vec import SqliteVecIndex
 
+if TYPE_CHECKING:
+    from mindfile.storage.postgres.db import PgDatabase
+
 __all__ = [
     "AUTO_ANN_CHUNKS",
+    "POSTGRES_INDEXES",
     "ExactIndex",
     "SqliteVecIndex",
     "VectorFilter",
@@ -61,8 +69,69 @@ _INDEXES: dict[str, Callable[[Database, int], VectorIndex]] = {
 }
 
 
-def choose_index(db: Database) -> tuple[str, str]:
+#: The choices on a Postgres store (``"exact"`` once the derived indexes can read it).
+POSTGRES_INDEXES = ("auto", "pgvector", "exact")
+
+#: Why each SQLite-side index cannot serve a Postgres store.
+_NOT_ON_POSTGRES = {
+    "sqlite-vec": "it is a vec0 table inside a SQLite store file",
+    "zvec": "its base lives in a folder next to a SQLite store file",
+    "lancedb": "its base lives in a folder next to a SQLite store file",
+}
+
+
+def _postgres(db: object) -> PgDatabase | None:
+    """``db`` as a Postgres database, or None. Without a look at psycopg: if the
+    Postgres module was never imported, ``db`` cannot be one of its databases (and the
+    core install, which has no psycopg, never imports it)."""
+    module = sys.modules.get("mindfile.storage.postgres.db")
+    if module is not None and isinstance(db, module.PgDatabase):
+        return cast("PgDatabase", db)
+    return None
+
+
+def _exact_runs_on(db: PgDatabase) -> bool:
+    """Whether the exact index can read this Postgres store: it needs an index source
+    for it (``storage/index_source.py`` hands out the SQLite one until a Postgres one
+    exists) and the database's change token to know when to catch up."""
+    source = index_source(db)  # type: ignore[arg-type]
+    return not isinstance(source, SqliteIndexSourceStore) and hasattr(db, "change_token")
+
+
+def _make_postgres_index(name: str, db: PgDatabase, dims: int) -> VectorIndex:
+    if name in ("auto", "pgvector"):
+        from mindfile.vector.pgvector_index import PgVectorIndex
+
+        return PgVectorIndex(db, dims)
+    if name == "exact":
+        if not _exact_runs_on(db):
+            raise UnsupportedBackendError(
+                'vector_index="exact" does not run on a Postgres store yet (it has no '
+                'index source there); use "pgvector" or "auto"',
+                index=name,
+                choices=list(POSTGRES_INDEXES),
+            )
+        return ExactIndex(db, dims)  # type: ignore[arg-type]  # the heap: no store file
+    reason = _NOT_ON_POSTGRES.get(name)
+    if reason is not None:
+        raise ConfigError(
+            f"vector_index={name!r} cannot serve a Postgres store ({reason}); "
+            'use "pgvector" (the default, "auto")',
+            index=name,
+            choices=list(POSTGRES_INDEXES),
+        )
+    raise ConfigError(
+        f"unknown vector index {name!r} (on Postgres: {', '.join(POSTGRES_INDEXES)})",
+        index=name,
+        choices=list(POSTGRES_INDEXES),
+    )
+
+
+def choose_index(db: Database | PgDatabase) -> tuple[str, str]:
     """What ``vector_index="auto"`` opens for this store, and why (shown by info())."""
+    if _postgres(db) is not None:
+        return "pgvector", "auto: pgvector (HNSW inside the Postgres store)"
+    db = cast(Database, db)
     vectors = vector_max(db)
     if vectors < AUTO_ANN_CHUNKS:
         return "exact", f"auto: exact below {AUTO_ANN_CHUNKS:,} chunks"
@@ -76,9 +145,20 @@ def choose_index(db: Database) -> tuple[str, str]:
     return "zvec", f"auto: zvec from {AUTO_ANN_CHUNKS:,} chunks"
 
 
-def make_index(name: str, db: Database, dims: int) -> VectorIndex:
+def make_index(name: str, db: Database | PgDatabase, dims: int) -> VectorIndex:
     """Build the named vector index over ``db``'s vectors (``"auto"``: see
-    :func:`choose_index`)."""
+    :func:`choose_index`). ``db`` may be a Postgres database (``"auto"`` is then
+    ``"pgvector"``); ``"pgvector"`` on a SQLite store is a ``ConfigError``."""
+    pg = _postgres(db)
+    if pg is not None:
+        return _make_postgres_index(name, pg, dims)
+    db = cast(Database, db)
+    if name == "pgvector":
+        raise ConfigError(
+            'vector_index="pgvector" needs a Postgres store (postgresql:// URL); '
+            f"a SQLite store has: auto, {', '.join(sorted(_INDEXES))}",
+            index=name,
+        )
     if name == "auto":
         name = choose_index(db)[0]
     factory = _INDEXES.get(name)
