@@ -12,7 +12,8 @@ Time-aware retrieval (docs/retrieval.md): ``--occurred-at`` stores every turn wi
 ``occurred_at`` = its session's date, ``--as-of last-session`` asks each question as of
 the conversation's last session date (the default ``now`` is the wall clock), and
 ``--no-temporal`` turns the time boost off; ``--time-config '{"weight": 0.2}'`` sets
-TimeConfig fields.
+TimeConfig fields. ``--no-preferences`` turns preference recall off,
+``--preference-config '{"limit": 20}'`` sets PreferenceConfig fields.
 
 The data (CC BY-NC 4.0) is read from its path and never copied into this repository.
 """
@@ -246,6 +247,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 time_kw: dict[str, Any] = {} if as_of is None else {"as_of": as_of}
                 if args.no_temporal:
                     time_kw["temporal"] = False
+                if args.no_preferences:
+                    time_kw["preferences"] = False
                 for qa in conv["qa"]:
                     gold = evidence_ids(qa)
                     if not gold:
@@ -326,6 +329,7 @@ def summarize(
         "occurred_at": args.occurred_at,
         "as_of": args.as_of,
         "temporal": not args.no_temporal,
+        "preferences": not args.no_preferences,
         "conversations": args.conversations or "all",
     }
     return result
@@ -427,6 +431,12 @@ def main() -> None:
         help="the query date: the wall clock, or the conversation's last session date",
     )
     parser.add_argument("--no-temporal", action="store_true", help="search(temporal=False)")
+    parser.add_argument("--no-preferences", action="store_true", help="search(preferences=False)")
+    parser.add_argument(
+        "--preference-config",
+        default="",
+        help='PreferenceConfig fields as JSON, e.g. {"limit": 20}',
+    )
     parser.add_argument(
         "--postgres",
         action="store_true",
@@ -443,6 +453,14 @@ def main() -> None:
         from mindfile.retrieve import temporal
 
         temporal.DEFAULT_TIME_CONFIG = temporal.TimeConfig(**json.loads(args.time_config))
+    if args.preference_config:
+        import json
+
+        from mindfile.retrieve import preferences
+
+        preferences.DEFAULT_PREFERENCE_CONFIG = preferences.PreferenceConfig(
+            **json.loads(args.preference_config)
+        )
     if args.context_config:
         import json
 

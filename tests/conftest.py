@@ -2,6 +2,14 @@
 
 ``mem`` and ``mem_memory`` use the deterministic hash embedder (fast, no model load);
 ``mem_static`` uses the bundled static model, for tests about meaning.
+
+**Both backends.** ``store_location`` is parametrised over ``engine_backend``
+(``sqlite``: a file path; ``postgres``: a fresh schema's URL on the session's real
+server) and ``any_mem`` opens it. A test module about documented behaviour runs on both
+by overriding ``db_path`` with ``store_location`` (so ``mem`` and every
+``mindfile.open(db_path, ...)`` in it open either backend); a test of a SQLite-only
+property there is marked ``@pytest.mark.sqlite_only("why")`` and its Postgres case is
+not collected. ``backends.raw(mem)`` runs a test's own SQL with either placeholder style.
 """
 
 from __future__ import annotations
@@ -49,6 +57,46 @@ def mem_memory() -> Iterator[mindfile.Mindfile]:
 
 
 # -- Postgres (the storage seam's second backend; docs/postgres.md) ---------------------
+
+#: The engine's backends, in the order their cases run.
+BACKENDS = ("sqlite", "postgres")
+
+
+@pytest.fixture(params=BACKENDS)
+def engine_backend(request: pytest.FixtureRequest) -> str:
+    """The backend a both-backend test runs on."""
+    return str(request.param)
+
+
+@pytest.fixture
+def store_location(engine_backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """Where a new store of ``engine_backend`` lives: a file path (not created yet), or
+    the URL of a fresh, empty Postgres schema."""
+    if engine_backend == "sqlite":
+        return str(tmp_path / "memory.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def any_mem(store_location: str) -> Iterator[mindfile.Mindfile]:
+    """A store with the hash embedder, on each backend."""
+    with mindfile.open(store_location, embedder="hash") as store:
+        yield store
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Drop the Postgres case of tests marked ``sqlite_only``."""
+    keep, drop = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = None if callspec is None else callspec.params.get("engine_backend")
+        if backend == "postgres" and item.get_closest_marker("sqlite_only") is not None:
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from mindfile.jobs.types import JobReport
     from mindfile.retrieve.lexical import Bm25Index
     from mindfile.retrieve.search import SearchResults
-    from mindfile.storage.db import Database
+    from mindfile.storage.backend import AnyDatabase
     from mindfile.storage.stores import Stores
     from mindfile.vector.base import VectorIndex
 
@@ -42,7 +42,7 @@ class StoreDeps(Protocol):
     """Storage only: the per-aggregate stores and the database their transactions use."""
 
     @property
-    def db(self) -> Database: ...
+    def db(self) -> AnyDatabase: ...
 
     @property
     def stores(self) -> Stores: ...
@@ -53,7 +53,7 @@ class EmbedDeps(Protocol):
     inside)."""
 
     @property
-    def db(self) -> Database: ...
+    def db(self) -> AnyDatabase: ...
 
     @property
     def stores(self) -> Stores: ...

@@ -171,6 +171,7 @@ class AsyncMindfile:
         source: Literal["all", "files", "conversations"] = ...,
         as_of: datetime | date | str | float | None = ...,
         temporal: bool = ...,
+        preferences: bool = ...,
     ) -> SearchResults: ...
     async def search_notes(
         self,

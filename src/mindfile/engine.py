@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -35,10 +36,11 @@ from mindfile.retrieve.search import (
     SearchResults,
     run_search,
 )
-from mindfile.storage.db import Database, utcnow
+from mindfile.storage.backend import AnyDatabase, scheduler_store
+from mindfile.storage.db import POSTGRES_SCHEMES, Database, utcnow
 from mindfile.storage.meta import DIMS_KEY, MODEL_KEY
 from mindfile.storage.migrations import apply_migrations, check_migrations
-from mindfile.storage.stores import sqlite_stores
+from mindfile.storage.stores import Stores, sqlite_stores
 from mindfile.tokens import TokenCounter, estimate_tokens, message_tokens
 from mindfile.types import (
     EmbeddingCacheStats,
@@ -52,7 +54,8 @@ from mindfile.types import (
 from mindfile.vector import VectorIndex, choose_index, make_index
 
 if TYPE_CHECKING:
-    from mindfile.storage.schedules import SqliteSchedulerStore
+    from mindfile.scheduler.protocol import SchedulerStore
+    from mindfile.storage.postgres.db import PgDatabase
 
 logger = logging.getLogger("mindfile")
 
@@ -83,7 +86,11 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
 ) -> Mindfile:
     """Open (creating if needed) a memory store.
 
-    ``path`` is a file path or ``":memory:"``. ``embedder`` is a spec such as
+    ``path`` is a file path, ``":memory:"``, or a ``postgresql://`` (``postgres://``) URL:
+    the same store on a Postgres + pgvector server, every feature alike (extra
+    ``[postgres]``; docs/postgres.md; ``durability`` and the file-only vector indexes
+    are a :class:`~mindfile.errors.ConfigError` there, the password is never shown).
+    ``embedder`` is a spec such as
     ``"static"`` (the bundled model, default for new stores) or ``"hash"``, or any
     :class:`~mindfile.embed.Embedder`; reopening a store without one uses the model the
     store was made with. ``vector_index`` is ``"auto"`` (default: ``"exact"`` below
@@ -140,6 +147,49 @@ def _close_embedder(embedder: Embedder) -> None:
             logger.warning("closing the embedder failed: %s", exc)
 
 
+def _postgres_url(path: object) -> bool:
+    """Whether ``path`` is a Postgres URL (``postgresql://`` or ``postgres://``)."""
+    if not isinstance(path, str) or "://" not in path:
+        return False
+    return path.split("://", 1)[0].lower() in POSTGRES_SCHEMES
+
+
+#: Vector indexes kept in (or next to) a store file: SQLite only.
+FILE_VECTOR_INDEXES = ("sqlite-vec", "zvec", "lancedb")
+
+
+def _check_postgres_options(vector_index: str, durability: str) -> None:
+    """Options that only make sense for a store file: a :class:`ConfigError` on Postgres."""
+    if durability != "normal":
+        raise ConfigError(
+            "durability is the SQLite file's fsync setting; a Postgres store is as durable "
+            "as its server makes commits (synchronous_commit, docs/postgres.md)"
+        )
+    if vector_index in FILE_VECTOR_INDEXES:
+        raise ConfigError(
+            f"vector_index={vector_index!r} keeps its index in or next to a SQLite store "
+            "file; a Postgres store uses 'auto' (pgvector, docs/postgres.md)",
+            vector_index=vector_index,
+        )
+
+
+def _open_postgres(url: str, read_only: bool) -> tuple[PgDatabase, Stores, Callable[[], int]]:
+    """A Postgres store: its database (a connection pool), stores and migration step
+    (read-only: every transaction ``READ ONLY``, the schema checked, never changed)."""
+    try:
+        from mindfile.storage.postgres import PgDatabase, apply_pg_migrations
+        from mindfile.storage.postgres.migrations import check_pg_migrations
+        from mindfile.storage.postgres.stores import pg_stores
+    except ImportError as exc:
+        raise ConfigError(
+            'a Postgres store needs the postgres extra: pip install "mindfile[postgres]" '
+            f"({exc.name} is missing)"
+        ) from None
+    db = PgDatabase(url, readonly=read_only)
+    migrate = check_pg_migrations if read_only else apply_pg_migrations
+    return db, pg_stores(db), functools.partial(migrate, db)
+
+
 def _read_only_uri(path: str) -> bool:
     """A SQLite URI that asks for read-only access (``mode=ro`` or ``immutable=1``)."""
     if not path.startswith("file:"):
@@ -170,8 +220,11 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             raise ConfigError("embedding_cache must be True, False or None")
         if not isinstance(read_only, bool):
             raise ConfigError("read_only must be True or False")
-        read_only = read_only or _read_only_uri(str(path))
-        if read_only and vector_index not in ("exact", "auto"):
+        postgres = _postgres_url(path)
+        if postgres:
+            _check_postgres_options(vector_index, durability)
+        read_only = read_only or (not postgres and _read_only_uri(str(path)))
+        if read_only and not postgres and vector_index not in ("exact", "auto"):
             raise ConfigError(
                 f"vector_index={vector_index!r} keeps its index in the store file and needs "
                 "a writable store; read_only stores use vector_index='exact'"
@@ -183,19 +236,31 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         if lexical_index not in ("memory", "fts5"):
             raise ConfigError(f"lexical_index must be 'memory' or 'fts5', not {lexical_index!r}")
         self.indexing = indexing
-        self.path = str(path)
         self.durability = durability
         self.read_only = read_only
-        self.db = Database(
-            self.path,
-            readonly=read_only,
-            synchronous="FULL" if durability == "full" else "NORMAL",
-        )
+        #: The store's database: SQLite's ``Database``, or a ``PgDatabase`` for a
+        #: ``postgresql://`` URL (docs/postgres.md).
+        self.db: AnyDatabase
         #: The storage seam: the backend's per-aggregate stores (mindfile.storage.stores).
-        self.stores = sqlite_stores(self.db)
+        self.stores: Stores
+        migrate: Callable[[], int]
+        if postgres:
+            pg, self.stores, migrate = _open_postgres(str(path), read_only)
+            self.db = pg
+            #: Where the store is: its file, or the Postgres URL without its password.
+            self.path = pg.path
+        else:
+            self.path = str(path)
+            sqlite = Database(
+                self.path,
+                readonly=read_only,
+                synchronous="FULL" if durability == "full" else "NORMAL",
+            )
+            self.db, self.stores = sqlite, sqlite_stores(sqlite)
+            check = check_migrations if read_only else apply_migrations
+            migrate = functools.partial(check, sqlite)
         try:
-            migrate = check_migrations if read_only else apply_migrations
-            self.schema_version = migrate(self.db)
+            self.schema_version = migrate()
             self.embedder = self._bind_embedder(embedder)
             # An embedder built here from a spec is ours to close (a provider's HTTP
             # pool); one passed in as an object belongs to the caller.
@@ -212,7 +277,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             raise
         self.chunk_spec = chunk
         self.neighbor_context = neighbor_context
-        self._schedules: SqliteSchedulerStore | None = None
+        self._schedules: SchedulerStore | None = None
         self._syncing = 0
         self._last_error: str | None = None
         #: The latest events of active sessions, kept in process (mindfile.context.cache).
@@ -279,7 +344,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         """:class:`ConfigError` when another process re-embedded the store with another
         model since this engine opened it (its embedder would mix two vector spaces).
 
-        Costs one ``PRAGMA data_version`` unless another connection committed."""
+        Costs one ``PRAGMA data_version`` unless another connection committed (on
+        Postgres one query of the WAL position, which every commit moves)."""
         version = self.db.data_version()
         if version == self._model_version:
             return
@@ -621,7 +687,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         tags: Sequence[str] | None = None,
         top_k: int = 10,
         mode: SearchMode = "hybrid",
-        fusion: FusionMode = "weighted",
+        fusion: FusionMode = "calibrated",
         vector_weight: float | None = None,
         fts_weight: float | None = None,
         min_score: float | None = None,
@@ -632,15 +698,21 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         source: Literal["all", "files", "conversations"] = "all",
         as_of: datetime | date | str | float | None = None,
         temporal: bool = True,
+        preferences: bool = True,
     ) -> SearchResults:
         """Search chunks by vector similarity, BM25, or both fused.
 
         ``session_id``: one id, a list, or None for the whole store. ``tags``: every tag
         must be on the chunk (filtered in SQL). ``user_id`` / ``channel``: only sessions
         of that user / channel (with ``session_id`` too: the sessions in both), filtered
-        inside both legs before fusion (docs/privacy.md). Weighted fusion min-max normalises each
-        list and combines them with the weights; ``fusion="rrf"`` uses reciprocal rank
-        fusion (k=60) with the same weights. Ties go to the most recent chunk.
+        inside both legs before fusion (docs/privacy.md). Calibrated fusion (the default)
+        scales each list on an absolute floor (for the bundled model: cosine over a range
+        of at least 0.2, BM25 over at least 8; an embedder that recommends no scales,
+        :func:`mindfile.embed.fusion_calibration`, gets min-max) and combines them with
+        the weights, so a few close candidates keep close scores; ``fusion="weighted"``
+        min-max normalises each list (the seed's);
+        ``fusion="rrf"`` uses reciprocal rank fusion (k=60) with the same weights. Ties go
+        to the most recent chunk.
 
         Weights left as ``None`` are the embedder's recommendation
         (:func:`mindfile.embed.fusion_weights`): 0.3 vector / 0.7 BM25 for the bundled
@@ -663,6 +735,12 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         else when stored) is in or near the named window, or the newest / oldest ones;
         ``hit.breakdown.time`` is the boost, ``results.time`` what was understood.
         ``temporal=False`` turns it off.
+
+        Preference recall (docs/retrieval.md): a question asking for a recommendation or
+        advice ("can you recommend...", "what should I cook", "any ideas for...") boosts
+        memories where the user states a preference, habit, possession or constraint
+        ("I've been learning Premiere Pro", "I'm vegetarian"); ``hit.breakdown.preference``
+        is the boost. ``preferences=False`` turns it off.
         """
         self.check_model()
         req = SearchRequest.build(
@@ -684,6 +762,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             source=source,
             as_of=as_of,
             temporal=temporal,
+            preferences=preferences,
         )
         return run_search(self.db, self.index, self.embedder, req, self.lexical)
 
@@ -708,12 +787,10 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             self.lexical.rebuild()
 
     @property
-    def schedules(self) -> SqliteSchedulerStore:
-        """The scheduler store on this file (see :mod:`mindfile.scheduler`)."""
+    def schedules(self) -> SchedulerStore:
+        """The scheduler store of this store (see :mod:`mindfile.scheduler`)."""
         if self._schedules is None:
-            from mindfile.storage.schedules import SqliteSchedulerStore
-
-            self._schedules = SqliteSchedulerStore(self.db)
+            self._schedules = scheduler_store(self.db)
         return self._schedules
 
     def info(self) -> StoreInfo:
@@ -736,6 +813,9 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             vectors=counts["chunks_vec"],
             size_bytes=size,
             extra={
+                # "sqlite" (size_bytes: the file and its WAL) or "postgres" (size_bytes 0:
+                # the server's, not this store's, to measure)
+                "backend": "sqlite" if isinstance(self.db, Database) else "postgres",
                 "durability": self.durability,
                 # why vector_index="auto" opened the index it did (None: named explicitly)
                 "vector_index_choice": self._index_choice,

@@ -74,10 +74,9 @@ class ConfigError(MindfileError):
 
 
 class UnsupportedBackendError(ConfigError):
-    """The store names a backend this Mindfile cannot run the engine on yet.
-
-    ``mindfile.open("postgresql://...")`` raises it until the engine runs on Postgres
-    (docs/postgres.md, "Status"); ``details["scheme"]`` is the URL's scheme.
+    """The backend cannot do this: SQLite's ``Database`` given a ``postgresql://`` URL
+    (``mindfile.open`` opens those; docs/postgres.md); ``details["scheme"]`` is the
+    URL's scheme.
     """
 
     code = "unsupported_backend"

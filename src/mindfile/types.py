@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 SearchMode = Literal["hybrid", "vector", "fts"]
-FusionMode = Literal["weighted", "rrf"]
+FusionMode = Literal["calibrated", "weighted", "rrf"]
 
 
 class _ToDict:
@@ -66,12 +66,18 @@ class ScoreBreakdown(_ToDict):
 
     ``vector`` is the cosine similarity and ``fts`` the BM25 score (higher is better),
     each ``None`` when that leg did not return the chunk; ``vector_norm``/``fts_norm``
-    are the per-leg values after min-max normalisation (weighted fusion) or the RRF
-    contributions (RRF fusion); ``fused`` is the final score.
+    are the per-leg values after normalisation (calibrated or min-max, weighted fusions:
+    ``fused = vector_weight * vector_norm + fts_weight * fts_norm + time``) or the RRF
+    contributions (RRF fusion: ``fused = vector_norm + fts_norm + time``); ``fused`` is
+    the final score.
 
     ``time`` is what the query's time expressions added (``search(as_of=...)``,
     docs/retrieval.md "Time-aware retrieval"): None when the query has none, else the
     boost included in ``fused``.
+
+    ``preference`` is what a recommendation question added to a memory that states a
+    preference, habit, possession or constraint (docs/retrieval.md "Preference recall"):
+    None when the query asks for no recommendation, else the boost included in ``fused``.
     """
 
     vector: float | None
@@ -82,6 +88,7 @@ class ScoreBreakdown(_ToDict):
     vector_rank: int | None = None
     fts_rank: int | None = None
     time: float | None = None
+    preference: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from backends import raw
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,13 @@ from mindfile.memory import SummaryState
 from mindfile.tokens import estimate_tokens, message_tokens
 
 from ._support import assistant, user
+
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
 
 
 def seed_config(**fields: object) -> ContextConfig:
@@ -225,7 +233,7 @@ def test_never_over_budget(s: dict[str, Any]) -> None:
         if s["summary"]:
             mem.write_summary_state("chat", SummaryState(s["summary"], len(s["chat"]) // 2), 0)
         for rowid in s["salient"]:
-            mem.db.execute("UPDATE chunks SET importance = 0.9 WHERE id = ?", (rowid,))
+            raw(mem).execute("UPDATE chunks SET importance = 0.9 WHERE id = ?", (rowid,))
         counter = s["counter"]
         kwargs: dict[str, Any] = {
             "token_budget": s["budget"],

@@ -19,6 +19,14 @@ from mindfile.tokens import message_tokens
 
 from ._support import FailingQueryEmbedder, TableEmbedder, assistant, basis, set_chunk, user
 
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
+
 HIKING = "I love hiking in the Alps."
 PEANUTS = "Allergic to peanuts."
 BATTERY = "We size home batteries."
@@ -87,10 +95,13 @@ def test_output_order_shapes_and_reasons(tmem: mindfile.Mindfile) -> None:
     assert ctx.messages[1]["content"] == "Rolling session summary: Earlier: greetings."
     lines = ctx.messages[2]["content"].split("\n")
     today = datetime.now(UTC).date().isoformat()
-    assert lines[0] == "Relevant memories:"
-    assert sorted(lines[1:]) == sorted(
-        [f"- ({today}, session old, user) {HIKING}", f"- ({today}, note) {PEANUTS}"]
-    )
+    assert lines == [
+        "Relevant memories:",
+        "Notes and facts:",
+        f"- ({today}, note) {PEANUTS}",
+        f"Session old ({today}):",
+        f"- ({today}, user) {HIKING}",
+    ]
     assert [m["content"] for m in ctx.messages[3:]] == ["turn 2", "turn 3"]
     assert [i.source for i in ctx.items] == ["summary", "memory", "memory", "recent", "recent"]
     summary, mem1, _, recent2, recent3 = ctx.items
@@ -315,6 +326,7 @@ def test_degrades_without_the_query_embedder(tmp_path: Path) -> None:
         assert ctx.degraded is None and memories(ctx) == [PEANUTS]
 
 
+@pytest.mark.sqlite_only("total_changes() is SQLite's")
 def test_building_writes_nothing(tmem: mindfile.Mindfile) -> None:
     tmem.store("old", 1, user(HIKING), agent_identity="bot")
     before = tmem.db.scalar("SELECT total_changes()")

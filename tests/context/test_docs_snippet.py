@@ -19,14 +19,15 @@ def test_the_quick_start_snippet_runs(
     exec(compile(match.group(1), str(DOC), "exec"), {"__name__": "__snippet__"})
     out = capsys.readouterr().out.splitlines()
     assert out[0] == (
-        "memory 40 similarity 0.71 ≥ 0.655 and lexical match (BM25 top 5) and among the best "
-        "of search's ranking (relevance 1.00); final 0.95 = 0.70×relevance 1.00 + 0.20×1.00 "
+        "memory 44 similarity 0.71 ≥ 0.655 and lexical match (BM25 top 5) and among the best "
+        "of search's ranking (relevance 0.30); final 0.46 = 0.70×relevance 0.30 + 0.20×1.00 "
         "+ 0.10×0.50"
     )
-    assert len(out) == 4  # the trains note is unrelated: no BM25 match, cosine below the floor
+    assert len(out) == 5  # the trains note is unrelated: no BM25 match, cosine below the floor
     assert out[1] == "recent 18 latest turn #1 (newest first) of the last 10"
     assert out[2] == "Relevant memories:"
-    assert out[3].endswith(
-        ", session monday, user) By the way, I'm severely allergic to "
+    assert re.fullmatch(r"Session monday \(\d{4}-\d\d-\d\d\):", out[3])
+    assert out[4].endswith(
+        ", user) By the way, I'm severely allergic to "
         "peanuts, so please never suggest recipes with them."
     )

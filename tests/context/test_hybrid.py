@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -21,8 +20,9 @@ TRIPS = [
 
 
 @pytest.fixture
-def mem(tmp_path: Path) -> Iterator[mindfile.Mindfile]:
-    with mindfile.open(tmp_path / "h.db") as store:
+def mem(store_location: str) -> Iterator[mindfile.Mindfile]:
+    """On both backends (tests/conftest.py)."""
+    with mindfile.open(store_location) as store:
         store.store_many(
             [(f"trip-{i % 6}", i, text) for i, text in enumerate(TRIPS)], user_id="maya"
         )
@@ -58,7 +58,7 @@ def test_memories_come_in_searchs_order(mem: mindfile.Mindfile) -> None:
     top = mem.search(query, top_k=3, user_id="maya")
     assert memories(ctx)[0] == top[0].text
     first = next(i for i in ctx.items if i.source == "memory")
-    assert first.explain["relevance"] == pytest.approx(1.0)
+    assert first.explain["relevance"] == pytest.approx(top[0].score)
     assert "relevance" in first.reason and "search's ranking" in first.reason
     # Same age and importance: the fused relevance alone orders the memories.
     rels = [i.explain["relevance"] for i in ctx.items if i.source == "memory"]

@@ -173,7 +173,7 @@ class _Worker:
 
 
 def run_stress(
-    path: Path,
+    path: Path | str,
     *,
     seconds: float,
     threads: int = 8,

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
+from backends import is_postgres, raw
 
 import mindfile
 from mindfile.embed import HashEmbedder
@@ -16,18 +17,30 @@ TABLES = ("sessions", "conversation_events", "session_state", "chunks", "chunks_
 
 def counts(mem: mindfile.Mindfile) -> dict[str, int]:
     """Row counts of every core table, plus the FTS index's own row count."""
-    out = {t: int(mem.db.scalar(f"SELECT count(*) FROM {t}")) for t in TABLES}
+    out = {t: int(raw(mem).scalar(f"SELECT count(*) FROM {t}")) for t in TABLES}
     out["chunks_fts"] = fts_rows(mem)
     return out
 
 
 def fts_rows(mem: mindfile.Mindfile) -> int:
-    """Rows in the FTS index itself (the docsize shadow table, not the content table)."""
+    """Rows in the FTS index itself (the docsize shadow table, not the content table);
+    on Postgres, chunks with their generated ``search_tsv``."""
+    if is_postgres(mem):
+        return int(raw(mem).scalar("SELECT count(*) FROM chunks WHERE search_tsv IS NOT NULL"))
     return int(mem.db.scalar("SELECT count(*) FROM chunks_fts_docsize"))
 
 
 def assert_consistent(mem: mindfile.Mindfile) -> None:
-    """SQLite and FTS integrity, and one vector and one FTS row per chunk."""
+    """SQLite and FTS integrity, and one vector and one FTS row per chunk (on Postgres:
+    one vector per chunk, and no event link to a missing chunk)."""
+    if is_postgres(mem):
+        c = counts(mem)
+        assert c["chunks"] == c["chunks_vec"] == c["chunks_fts"]
+        dangling = (
+            "SELECT count(*) FROM event_chunks WHERE chunk_rowid NOT IN (SELECT id FROM chunks)"
+        )
+        assert raw(mem).scalar(dangling) == 0
+        return
     assert mem.db.query("PRAGMA integrity_check") == [("ok",)]
     mem.db.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
     c = counts(mem)
@@ -94,8 +107,9 @@ def oracle(
     rowids: Sequence[int] | None = None,
 ) -> list[tuple[int, float]]:
     """Brute-force top-k cosine over ``chunks_vec``, straight from SQLite."""
-    rows = mem.db.query(
-        "SELECT v.chunk_rowid, v.embedding_blob, c.session_id FROM chunks_vec AS v "
+    column = "v.embedding::real[]" if is_postgres(mem) else "v.embedding_blob"
+    rows = raw(mem).query(
+        f"SELECT v.chunk_rowid, {column}, c.session_id FROM chunks_vec AS v "
         "JOIN chunks AS c ON c.id = v.chunk_rowid"
     )
     scored = []
@@ -104,7 +118,8 @@ def oracle(
             continue
         if rowids is not None and rowid not in rowids:
             continue
-        vec = np.frombuffer(blob, dtype="<f4").astype(np.float64)
+        arr = np.asarray(blob) if isinstance(blob, list) else np.frombuffer(blob, dtype="<f4")
+        vec = arr.astype(np.float64)
         scored.append((int(rowid), float(vec @ query.astype(np.float64))))
     scored.sort(key=lambda item: -item[1])
     return scored[: max(k, 0)]

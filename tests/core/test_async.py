@@ -38,9 +38,9 @@ def test_the_type_stub_is_up_to_date() -> None:
     assert check.returncode == 0, check.stderr
 
 
-def test_round_trip(tmp_path: Path) -> None:
+def test_round_trip(store_location: str, tmp_path: Path) -> None:
     async def main() -> None:
-        async with await mindfile.aopen(tmp_path / "m.db", embedder="hash") as mem:
+        async with await mindfile.aopen(store_location, embedder="hash") as mem:
             await mem.store("chat", 1, {"role": "user", "content": "I moved to Lisbon in May"})
             await mem.store_note("memory:al", "n1", "Al likes trains", tags=["travel"])
             await mem.set_fact("al", "home", "city", "Lisbon")
@@ -59,9 +59,9 @@ def test_round_trip(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_many_concurrent_calls(tmp_path: Path) -> None:
+def test_many_concurrent_calls(store_location: str) -> None:
     async def main() -> None:
-        mem = await mindfile.aopen(tmp_path / "m.db", embedder="hash")
+        mem = await mindfile.aopen(store_location, embedder="hash")
         try:
             # One session per write: threads may run them in any order.
             writes = [mem.store(f"s{i}", 1, f"message {i} about topic{i % 7}") for i in range(100)]
@@ -75,9 +75,9 @@ def test_many_concurrent_calls(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_a_cancelled_write_happens_completely_or_not_at_all(tmp_path: Path) -> None:
+def test_a_cancelled_write_happens_completely_or_not_at_all(store_location: str) -> None:
     async def main() -> None:
-        mem = await mindfile.aopen(tmp_path / "m.db", embedder="hash")
+        mem = await mindfile.aopen(store_location, embedder="hash")
         try:
             batch = [("bulk", i, f"line {i} " * 40) for i in range(1, 2001)]
             task = asyncio.create_task(mem.store_many(batch))

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from backends import raw
 
 import mindfile
 from mindfile.embed import HashEmbedder
@@ -55,8 +56,8 @@ def _store(path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", sorted(GARBAGE))
-def test_a_broken_query_embedding_degrades_to_full_text(tmp_path: Path, kind: str) -> None:
-    path = tmp_path / "q.db"
+def test_a_broken_query_embedding_degrades_to_full_text(store_location: str, kind: str) -> None:
+    path = store_location
     _store(path)
     with mindfile.open(path, embedder=BadQueries(GARBAGE[kind])) as mem:
         hits = mem.search("Lisbon")
@@ -70,19 +71,19 @@ def test_a_broken_query_embedding_degrades_to_full_text(tmp_path: Path, kind: st
 
 
 @pytest.mark.parametrize("kind", sorted(GARBAGE))
-def test_a_broken_document_embedding_writes_nothing(tmp_path: Path, kind: str) -> None:
-    with mindfile.open(tmp_path / "d.db", embedder=BadDocuments(GARBAGE[kind])) as mem:
+def test_a_broken_document_embedding_writes_nothing(store_location: str, kind: str) -> None:
+    with mindfile.open(store_location, embedder=BadDocuments(GARBAGE[kind])) as mem:
         with pytest.raises(EmbeddingError):
             mem.store("s", 1, {"role": "user", "content": "hello there"})
         with pytest.raises(EmbeddingError):
             mem.store_note("memory:u", "n", "a note")
         assert mem.list_sessions() == []
-        assert mem.db.scalar("SELECT count(*) FROM chunks") == 0
+        assert raw(mem).scalar("SELECT count(*) FROM chunks") == 0
 
 
 @pytest.mark.parametrize("kind", ["nan", "inf", "short", "string", "ragged"])
-def test_a_caller_given_query_embedding_is_validated(tmp_path: Path, kind: str) -> None:
-    path = tmp_path / "c.db"
+def test_a_caller_given_query_embedding_is_validated(store_location: str, kind: str) -> None:
+    path = store_location
     _store(path)
     with mindfile.open(path, embedder=HashEmbedder(DIMS)) as mem:
         with pytest.raises(InvalidInputError):

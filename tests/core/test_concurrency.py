@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing as mp
-from pathlib import Path
 
 import mindfile
 
@@ -21,18 +20,18 @@ def _writer(path: str, name: str, shared_session_rounds: int) -> None:
         # ConflictError (nothing written), retried with the new maximum.
         done = 0
         while done < shared_session_rounds:
-            last = mem.db.scalar(
-                "SELECT max(sequence) FROM conversation_events WHERE session_id='shared'"
-            )
+            newest = mem.recall("shared", 1)
+            last = newest[0].sequence if newest else 0
             try:
-                mem.store("shared", (last or 0) + 1, f"{name} round {done}")
+                mem.store("shared", last + 1, f"{name} round {done}")
                 done += 1
             except mindfile.ConflictError:
                 continue
 
 
-def test_processes_writing_one_file(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
+def test_processes_writing_one_file(store_location: str) -> None:
+    """On both backends (tests/conftest.py): one file, or one Postgres store."""
+    path = store_location
     mindfile.open(path, embedder="hash").close()
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_writer, args=(str(path), f"w{n}", 20)) for n in range(WRITERS)]

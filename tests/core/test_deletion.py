@@ -15,10 +15,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from backends import raw
 
 import mindfile
 from mindfile.scheduler import ScheduleCadence, new_schedule
 from mindfile.storage import erase
+
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
 
 
 def marker() -> str:
@@ -147,7 +155,7 @@ def test_without_the_purge_the_scan_finds_the_deleted_terms(
     with mindfile.open(db, embedder="hash") as mem:
         filler(mem)
         forget_session(mem, word)
-        mem.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        raw(mem).execute("PRAGMA wal_checkpoint(TRUNCATE)")
     # Through SQL: the raw byte scan can miss a term that straddles two pages.
     assert fts_residue(db, word) > 0
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from backends import raw
 from click.testing import CliRunner
 
 import mindfile
@@ -31,8 +32,10 @@ def remote() -> RemoteLike:
     return RemoteLike()
 
 
-def test_a_replayed_conversation_costs_no_provider_call(tmp_path: Path, remote: RemoteLike) -> None:
-    with mindfile.open(tmp_path / "m.db", embedder=remote) as mem:
+def test_a_replayed_conversation_costs_no_provider_call(
+    store_location: str, remote: RemoteLike
+) -> None:
+    with mindfile.open(store_location, embedder=remote) as mem:
         assert mem.embedding_cache_stats().enabled  # on by default for remote embedders
         mem.store_many([("s1", i, t) for i, t in enumerate(CONVERSATION, 1)])
         assert sorted(remote.sent) == sorted(set(CONVERSATION))  # the repeat sent once
@@ -54,9 +57,9 @@ def test_a_replayed_conversation_costs_no_provider_call(tmp_path: Path, remote: 
 
 
 def test_notes_and_facts_consult_it_and_it_survives_reopening(
-    tmp_path: Path, remote: RemoteLike
+    store_location: str, remote: RemoteLike
 ) -> None:
-    path = tmp_path / "m.db"
+    path = store_location
     with mindfile.open(path, embedder=remote) as mem:
         mem.store("s1", 1, "Alice likes green tea")
     remote.sent.clear()
@@ -85,8 +88,8 @@ def test_local_embedders_skip_it_unless_asked(tmp_path: Path) -> None:
         mindfile.open(tmp_path / "c.db", embedding_cache_max_entries=0)
 
 
-def test_lru_bound(tmp_path: Path, remote: RemoteLike) -> None:
-    with mindfile.open(tmp_path / "m.db", embedder=remote, embedding_cache_max_entries=3) as mem:
+def test_lru_bound(store_location: str, remote: RemoteLike) -> None:
+    with mindfile.open(store_location, embedder=remote, embedding_cache_max_entries=3) as mem:
         for i, text in enumerate(["one a", "two b", "three c"], 1):
             mem.store("s1", i, text)
         mem.store("s2", 1, "one a")  # used again: now the most recent
@@ -98,26 +101,26 @@ def test_lru_bound(tmp_path: Path, remote: RemoteLike) -> None:
         assert remote.sent == ["two b"]
 
 
-def test_deleted_texts_leave_the_cache(tmp_path: Path, remote: RemoteLike) -> None:
-    with mindfile.open(tmp_path / "m.db", embedder=remote) as mem:
+def test_deleted_texts_leave_the_cache(store_location: str, remote: RemoteLike) -> None:
+    with mindfile.open(store_location, embedder=remote) as mem:
         mem.store("bob-chat", 1, "Bob's bank pin is 4321", user_id="bob")
         mem.store("bob-chat", 2, "shared words", user_id="bob")
         mem.store("al-chat", 1, "shared words", user_id="al")
         assert mem.embedding_cache_stats().entries == 2
         counts = mem.forget_user("bob")
         assert counts["cached_vectors"] == 1  # the pin's vector; "shared words" is Al's too
-        rows = mem.db.query("SELECT text_hash FROM embedding_cache")
+        rows = raw(mem).query("SELECT text_hash FROM embedding_cache")
         assert [r[0] for r in rows] == [content_hash("shared words")]
         mem.forget("al-chat")
         mem.purge()
         assert mem.embedding_cache_stats().entries == 0
 
 
-def test_prune_older_than_and_everything(tmp_path: Path, remote: RemoteLike) -> None:
-    with mindfile.open(tmp_path / "m.db", embedder=remote) as mem:
+def test_prune_older_than_and_everything(store_location: str, remote: RemoteLike) -> None:
+    with mindfile.open(store_location, embedder=remote) as mem:
         mem.store("s1", 1, "kept a while")
         assert mem.prune_embedding_cache(older_than=3600) == 0
-        mem.db.execute("UPDATE embedding_cache SET last_used_at = '2000-01-01T00:00:00+00:00'")
+        raw(mem).execute("UPDATE embedding_cache SET last_used_at = '2000-01-01T00:00:00+00:00'")
         assert mem.prune_embedding_cache(older_than=3600) == 1
         mem.store("s1", 2, "another text")
         assert mem.prune_embedding_cache(everything=True) == 1
@@ -126,18 +129,18 @@ def test_prune_older_than_and_everything(tmp_path: Path, remote: RemoteLike) -> 
                 mem.prune_embedding_cache(older_than=bad)  # type: ignore[arg-type]
 
 
-def test_a_damaged_entry_is_embedded_again(tmp_path: Path, remote: RemoteLike) -> None:
-    with mindfile.open(tmp_path / "m.db", embedder=remote) as mem:
+def test_a_damaged_entry_is_embedded_again(store_location: str, remote: RemoteLike) -> None:
+    with mindfile.open(store_location, embedder=remote) as mem:
         mem.store("s1", 1, "a text")
-        mem.db.execute("UPDATE embedding_cache SET embedding_blob = x'00ff'")
+        raw(mem).execute("UPDATE embedding_cache SET embedding_blob = ?", (b"\x00\xff",))
         remote.sent.clear()
         mem.store("s2", 1, "a text")
         assert remote.sent == ["a text"]
         assert mem.reconcile(repair=False).consistent
 
 
-def test_read_only_stores_do_not_write_it(tmp_path: Path, remote: RemoteLike) -> None:
-    path = tmp_path / "m.db"
+def test_read_only_stores_do_not_write_it(store_location: str, remote: RemoteLike) -> None:
+    path = store_location
     with mindfile.open(path, embedder=remote) as mem:
         mem.store("s1", 1, "a text")
     with mindfile.open(path, embedder=remote, read_only=True) as mem:
@@ -145,8 +148,8 @@ def test_read_only_stores_do_not_write_it(tmp_path: Path, remote: RemoteLike) ->
         assert mem.embedding_cache_stats().entries == 1
 
 
-def test_cli_stats_and_prune(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
+def test_cli_stats_and_prune(store_location: str, tmp_path: Path) -> None:
+    path = store_location
     with mindfile.open(path, embedder="hash", embedding_cache=True) as mem:
         mem.store("s1", 1, "one text")
     runner = CliRunner()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from backends import raw
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from memory._support import fts_match
 
 import mindfile
 from mindfile.errors import InvalidInputError
@@ -14,14 +16,21 @@ from mindfile.tokens import MESSAGE_OVERHEAD, estimate_tokens, message_tokens
 from ._support import assert_consistent, counts
 
 
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
+
 def session_rows(mem: mindfile.Mindfile, session_id: str) -> dict[str, int]:
     out = {}
     for table in ("sessions", "conversation_events", "session_state", "chunks", "files"):
         out[table] = int(
-            mem.db.scalar(f"SELECT count(*) FROM {table} WHERE session_id = ?", (session_id,))
+            raw(mem).scalar(f"SELECT count(*) FROM {table} WHERE session_id = ?", (session_id,))
         )
     out["chunks_vec"] = int(
-        mem.db.scalar(
+        raw(mem).scalar(
             "SELECT count(*) FROM chunks_vec WHERE chunk_rowid NOT IN (SELECT id FROM chunks)"
         )
     )
@@ -32,7 +41,7 @@ def test_forget_cascades_everywhere(mem: mindfile.Mindfile) -> None:
     mem.store("gone", 1, "zanzibar spices and a long voyage")
     mem.store("gone", 2, "another quokka sighting", tags=["zoo"])
     mem.store("kept", 1, "zanzibar is an archipelago")
-    mem.db.execute(
+    raw(mem).execute(
         "INSERT INTO files (session_id, root, path, content_hash, size, mtime_ns, indexed_at) "
         "VALUES ('gone', '/r', 'a.txt', 'h', 1, 1, ?)",
         (utcnow(),),
@@ -51,7 +60,7 @@ def test_forget_cascades_everywhere(mem: mindfile.Mindfile) -> None:
         "files": 0,
         "chunks_fts": 1,
     }
-    assert mem.db.query("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH 'quokka'") == []
+    assert fts_match(mem, "quokka") == []  # the full-text index itself
     assert mem.search("quokka", mode="fts") == []
     hits = mem.search("zanzibar", mode="vector", top_k=10)
     assert [h.session_id for h in hits] == ["kept"]

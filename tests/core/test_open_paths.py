@@ -14,9 +14,7 @@ from mindfile.cli.main import cli
 from mindfile.errors import ConfigError, InvalidInputError
 
 
-@pytest.mark.parametrize(
-    "url", ["postgresql://user@host/db", "libsql://x.turso.io", "http://localhost/x.db"]
-)
+@pytest.mark.parametrize("url", ["libsql://x.turso.io", "http://localhost/x.db"])
 def test_unsupported_urls_are_config_errors_and_create_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str
 ) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +19,14 @@ from mindfile.cli.main import cli
 from mindfile.errors import ScopeError
 from mindfile.memory import SummaryState
 from mindfile.tools import dispatch
+
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
 
 SECRETS = {
     "alice": [
@@ -59,10 +66,8 @@ def populate(mem: mindfile.Mindfile) -> None:
 
 
 @pytest.fixture(params=["memory", "fts5"])
-def mem(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[mindfile.Mindfile]:
-    with mindfile.open(
-        tmp_path / "two-users.db", embedder="hash", lexical_index=request.param
-    ) as store:
+def mem(request: pytest.FixtureRequest, db_path: str) -> Iterator[mindfile.Mindfile]:
+    with mindfile.open(db_path, embedder="hash", lexical_index=request.param) as store:
         populate(store)
         yield store
 
@@ -196,7 +201,7 @@ def test_a_session_keeps_its_user(mem: mindfile.Mindfile) -> None:
 
 
 def test_cli_scoping(mem: mindfile.Mindfile) -> None:
-    path = mem.db.path
+    path = mem.path
     runner = CliRunner()
     out = runner.invoke(cli, ["search", "bank pin", "--user", "alice", "--db", str(path)])
     assert out.exit_code == 0, out.output

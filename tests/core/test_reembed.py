@@ -9,12 +9,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from backends import raw
 from click.testing import CliRunner
 
 import mindfile
 from mindfile.cli.main import cli
 from mindfile.errors import ConfigError, ConflictError
-from mindfile.storage import models as storage_models
 
 from ._support import CountingEmbedder
 
@@ -34,15 +34,15 @@ def _fill(path: Path, n: int = 50) -> None:
 
 
 def _vector_models(mem: mindfile.Mindfile) -> set[str]:
-    return {str(r[0]) for r in mem.db.query("SELECT DISTINCT embedding_model FROM chunks_vec")}
+    return {str(r[0]) for r in raw(mem).query("SELECT DISTINCT embedding_model FROM chunks_vec")}
 
 
-def test_reembed_switches_every_vector_and_the_model(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
+def test_reembed_switches_every_vector_and_the_model(store_location: str) -> None:
+    path = store_location
     _fill(path)
     new = Counting(64)
     with mindfile.open(path) as mem:
-        chunks = int(mem.db.scalar("SELECT count(*) FROM chunks"))
+        chunks = int(raw(mem).scalar("SELECT count(*) FROM chunks"))
         report = mem.reembed(new, batch_size=16)
         assert (report.old_model, report.new_model) == ("hash-blake3-32", new.model_id)
         assert report.chunks == chunks and report.embedded == len(set(new.sent)) == chunks
@@ -67,9 +67,9 @@ def test_reembed_switches_every_vector_and_the_model(tmp_path: Path) -> None:
 
 
 def test_searches_and_writes_keep_working_meanwhile(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store_location: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "m.db"
+    path = store_location
     _fill(path)
     seen: list[str] = []
     with mindfile.open(path) as mem:
@@ -83,13 +83,14 @@ def test_searches_and_writes_keep_working_meanwhile(
 
         # A write between the last staged batch and the switch: its chunk was not
         # staged, so the switch queues it (and a sync store embeds it right after).
-        original = storage_models.switch_model
+        models = mem.stores.models
+        original = models.switch_model
 
-        def late_write_then_switch(db: object, model_id: str, dims: int) -> list[int]:
+        def late_write_then_switch(model_id: str, dims: int) -> list[int]:
             mem.store("chat", 1001, "written just before the switch")
-            return original(db, model_id, dims)  # type: ignore[arg-type]
+            return original(model_id, dims)
 
-        monkeypatch.setattr(storage_models, "switch_model", late_write_then_switch)
+        monkeypatch.setattr(models, "switch_model", late_write_then_switch)
         report = mem.reembed("hash:64", batch_size=10, progress=progress)
         assert seen and "topic3" in seen[0]
         assert report.queued == 1  # the late one; the mid-way write was staged
@@ -103,8 +104,8 @@ def test_searches_and_writes_keep_working_meanwhile(
             assert mem.search("x", mode="vector", top_k=1, query_embedding=query)[0].text == text
 
 
-def test_a_killed_run_resumes_without_embedding_twice(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
+def test_a_killed_run_resumes_without_embedding_twice(store_location: str) -> None:
+    path = store_location
     _fill(path)
     child = subprocess.run(
         [sys.executable, str(CHILD), str(path), "hash:64", "10", "2"],
@@ -115,7 +116,7 @@ def test_a_killed_run_resumes_without_embedding_twice(tmp_path: Path) -> None:
     assert child.returncode == 1, child.stderr
     new = Counting(64)
     with mindfile.open(path) as mem:
-        chunks = int(mem.db.scalar("SELECT count(*) FROM chunks"))
+        chunks = int(raw(mem).scalar("SELECT count(*) FROM chunks"))
         assert mem.info().embedding_model != new.model_id  # not switched
         report = mem.reembed(new, batch_size=10)  # the dead owner's claim is taken over
         assert report.reused == 20 and report.embedded == chunks - 20
@@ -124,8 +125,8 @@ def test_a_killed_run_resumes_without_embedding_twice(tmp_path: Path) -> None:
         assert mem.reconcile(repair=False).consistent
 
 
-def test_one_run_at_a_time(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
+def test_one_run_at_a_time(store_location: str) -> None:
+    path = store_location
     _fill(path)
     inside, release = threading.Event(), threading.Event()
     errors: list[BaseException] = []
@@ -152,8 +153,8 @@ def test_one_run_at_a_time(tmp_path: Path) -> None:
         assert mem.info().embedding_model == "hash-blake3-64"
 
 
-def test_other_engines_learn_that_the_model_changed(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
+def test_other_engines_learn_that_the_model_changed(store_location: str) -> None:
+    path = store_location
     _fill(path)
     with mindfile.open(path) as mem, mindfile.open(path) as stale:
         assert stale.search("topic3", top_k=1)
@@ -168,16 +169,16 @@ def test_other_engines_learn_that_the_model_changed(tmp_path: Path) -> None:
         assert fresh.embedder.dimensions == 64
 
 
-def test_the_same_model_is_a_no_op(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
+def test_the_same_model_is_a_no_op(store_location: str) -> None:
+    path = store_location
     _fill(path)
     with mindfile.open(path) as mem:
         report = mem.reembed("hash:32")
         assert report.embedded == 0 and report.new_model == report.old_model
 
 
-def test_cli(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
+def test_cli(store_location: str) -> None:
+    path = store_location
     _fill(path, 5)
     runner = CliRunner()
     out = runner.invoke(cli, ["reembed", "--embedder", "hash:48", "--db", str(path), "--json"])

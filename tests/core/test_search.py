@@ -2,17 +2,36 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import mindfile
+from mindfile.embed import fusion_calibration
 from mindfile.errors import InvalidInputError
-from mindfile.retrieve.fusion import RRF_K, min_max
+from mindfile.retrieve.fusion import (
+    DEFAULT_CALIBRATION,
+    RRF_K,
+    Calibration,
+    floored_min_max,
+    min_max,
+    scaled_to_best,
+    weighted_fusion,
+)
 
 from ._support import TableEmbedder
+
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
 
 # Hand-made vectors (query embedding is [1, 0, 0]) so every score can be worked out here.
 A, B, C, D = "alpha alpha alpha", "alpha beta gamma delta epsilon", "zeta eta", "theta iota"
@@ -22,9 +41,24 @@ Q = [1.0, 0.0, 0.0]
 SESSION_OF = {A: "a", B: "b", C: "c", D: "d"}
 
 
+class CalibratedTable(TableEmbedder):
+    """The table embedder recommending the bundled model's calibration."""
+
+    fusion_calibration = (0.2, 8.0)
+
+
 @pytest.fixture
-def table(tmp_path: Path) -> Iterator[mindfile.Mindfile]:
-    with mindfile.open(tmp_path / "t.db", embedder=TableEmbedder(VECTORS)) as mem:
+def table(store_location: str) -> Iterator[mindfile.Mindfile]:
+    with mindfile.open(store_location, embedder=TableEmbedder(VECTORS)) as mem:
+        # One session each: neighbouring turns would add FTS context to each other.
+        for seq, text in enumerate((A, B, C, D), start=1):
+            mem.store(SESSION_OF[text], seq, text)
+        yield mem
+
+
+@pytest.fixture
+def calibrated(tmp_path: Path) -> Iterator[mindfile.Mindfile]:
+    with mindfile.open(tmp_path / "c.db", embedder=CalibratedTable(VECTORS)) as mem:
         # One session each: neighbouring turns would add FTS context to each other.
         for seq, text in enumerate((A, B, C, D), start=1):
             mem.store(SESSION_OF[text], seq, text)
@@ -49,7 +83,7 @@ def test_raw_leg_scores(table: mindfile.Mindfile) -> None:
 
 
 def test_weighted_fusion_by_hand(table: mindfile.Mindfile) -> None:
-    results = table.search("alpha", query_embedding=Q)  # weights 0.7 / 0.3
+    results = table.search("alpha", query_embedding=Q, fusion="weighted")  # weights 0.7 / 0.3
     # vector min-max over [0, 1, .8, -1] -> A .5, B 1, C .9, D 0; fts over 2 hits -> A 1, B 0
     expected = {B: 0.7 * 1.0 + 0.3 * 0, A: 0.7 * 0.5 + 0.3 * 1, C: 0.7 * 0.9, D: 0.0}
     assert [h.text for h in results] == [B, A, C, D]
@@ -60,9 +94,101 @@ def test_weighted_fusion_by_hand(table: mindfile.Mindfile) -> None:
     assert hits[C].breakdown.vector_norm == pytest.approx(0.9, abs=1e-6)
     assert (hits[A].breakdown.fts_norm, hits[B].breakdown.fts_norm) == (1.0, 0.0)
 
-    flipped = table.search("alpha", query_embedding=Q, vector_weight=0.2, fts_weight=0.8)
+    flipped = table.search(
+        "alpha", query_embedding=Q, vector_weight=0.2, fts_weight=0.8, fusion="weighted"
+    )
     assert [h.text for h in flipped] == [A, B, C, D]
     assert flipped[0].score == pytest.approx(0.2 * 0.5 + 0.8 * 1, abs=1e-6)
+
+
+def test_calibrated_fusion_by_hand(calibrated: mindfile.Mindfile) -> None:
+    results = calibrated.search("alpha", query_embedding=Q)  # the default, 0.7 / 0.3
+    assert (DEFAULT_CALIBRATION.vector_width, DEFAULT_CALIBRATION.fts_scale) == (0.2, 8.0)
+    hits = by_text(results)
+    # The cosines spread over 2 (> 0.2): min-max, as above. "alpha" is in half of the
+    # four chunks, so its BM25 idf is floored at 1e-6: next to no lexical evidence, and
+    # divided by 8 (not by the best of two) it stays next to 0 instead of 1.0 / 0.0.
+    for text, v in {A: 0.5, B: 1.0, C: 0.9, D: 0.0}.items():
+        assert hits[text].breakdown.vector_norm == pytest.approx(v, abs=1e-6)
+    for text in (A, B):
+        raw = hits[text].breakdown.fts
+        assert raw is not None and 0 < raw < 1e-5
+        assert hits[text].breakdown.fts_norm == pytest.approx(raw / 8.0)
+    assert [h.text for h in results] == [B, C, A, D]
+    for hit in results:
+        b = hit.breakdown
+        assert b.fused == hit.score
+        assert hit.score == pytest.approx(0.7 * b.vector_norm + 0.3 * b.fts_norm, abs=1e-9)
+    assert [h.text for h in calibrated.search("alpha", query_embedding=Q, top_k=2)] == [B, C]
+    floor = calibrated.search("alpha", query_embedding=Q, min_score=0.6)
+    assert [h.text for h in floor] == [B, C]
+
+
+def test_calibrated_needs_the_embedders_scales(table: mindfile.Mindfile) -> None:
+    """An embedder that recommends no calibration (the table here, the hash embedder,
+    unmeasured models) is fused with min-max: absolute cosines are a model's own."""
+    assert fusion_calibration(table.embedder) is None
+    default = table.search("alpha", query_embedding=Q)
+    seed = table.search("alpha", query_embedding=Q, fusion="weighted")
+    assert [(h.text, h.score) for h in default] == [(h.text, h.score) for h in seed]
+    with mindfile.open(":memory:") as bundled:
+        assert fusion_calibration(bundled.embedder) == (0.2, 8.0)
+
+
+def test_calibrated_normalisations_by_hand() -> None:
+    assert floored_min_max([], 0.4) == []
+    assert floored_min_max([0.46, 0.43], 0.4) == pytest.approx([0.075, 0.0])  # close stays close
+    assert floored_min_max([0.9, 0.1, 0.5], 0.4) == pytest.approx([1.0, 0.0, 0.5])  # wide: min-max
+    assert floored_min_max([0.5], 0.4) == [0.0]
+    assert floored_min_max([2.0, 4.0, 3.0], 0.0) == min_max([2.0, 4.0, 3.0])
+    assert scaled_to_best([], 16.0) == []
+    assert scaled_to_best([8.0, 2.0], 16.0) == [0.5, 0.125]  # weak lexical evidence
+    assert scaled_to_best([32.0, 8.0], 16.0) == [1.0, 0.25]  # absolute zero kept
+    assert scaled_to_best([0.0], 0.0) == [1.0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(-1.0, 1.0), min_size=0, max_size=30),
+    st.lists(st.floats(0.0, 40.0), min_size=0, max_size=30),
+    st.floats(0.0, 1.0),
+    st.floats(0.0, 1.0),
+)
+def test_calibrated_fusion_properties(
+    cosines: list[float], bm25: list[float], width: float, scale: float
+) -> None:
+    """Order-preserving, in [0, 1], the worst cosine 0, BM25's zero kept, and the fused
+    score is the weighted sum of the parts (what ``breakdown`` shows)."""
+    scale *= 20.0
+    v = floored_min_max(cosines, width)
+    f = scaled_to_best(bm25, scale)
+    for raw, norm in ((cosines, v), (bm25, f)):
+        assert all(0.0 <= x <= 1.0 + 1e-12 for x in norm)
+        pairs = sorted(zip(raw, norm, strict=True))
+        assert all(a[1] <= b[1] + 1e-12 for a, b in itertools.pairwise(pairs))
+    if (cosines and max(cosines) - min(cosines) > 1e-12) or (width > 1e-12 and cosines):
+        assert min(v) == 0.0
+    assert all(x == 0.0 for r, x in zip(bm25, f, strict=True) if r == 0.0 and max(bm25) > 0)
+    vector = [(i, c) for i, c in enumerate(sorted(cosines, reverse=True))]
+    fts = [(i + 5, b) for i, b in enumerate(sorted(bm25, reverse=True))]
+    fused = weighted_fusion(vector, fts, 0.3, 0.7, norms=Calibration(width, scale).normalizers())
+    for item in fused.values():
+        assert item.score == pytest.approx(0.3 * item.vector_norm + 0.7 * item.fts_norm)
+        assert 0.0 <= item.score <= 1.0 + 1e-9
+
+
+def test_two_memories_are_not_ranked_one_and_zero(tmp_path: Path) -> None:
+    """Issue 14: with min-max, the better of two barely different hits gets 1.0 and the
+    other 0.0; calibrated fusion keeps them close (and low: neither is much evidence)."""
+    with mindfile.open(tmp_path / "two.db") as mem:
+        mem.store("s1", 1, "I moved to Lisbon in May")
+        mem.store("s1", 2, "My sister Ines lives in Porto")
+        seed = mem.search("where do I live?", fusion="weighted")
+        assert [h.score for h in seed] == [1.0, 0.0]
+        calibrated = mem.search("where do I live?")
+        assert len(calibrated) == 2
+        assert calibrated[0].score - calibrated[1].score < 0.05
+        assert calibrated[0].score < 0.1
 
 
 def test_rrf_by_hand(table: mindfile.Mindfile) -> None:
@@ -84,16 +210,22 @@ def test_rrf_by_hand(table: mindfile.Mindfile) -> None:
     assert weighted[B].score == pytest.approx(0.7 / (k + 1) + 0.3 / (k + 2), rel=1e-9)
 
 
-def test_single_leg_modes_use_their_own_normalised_score(table: mindfile.Mindfile) -> None:
-    vector = table.search("alpha", query_embedding=Q, mode="vector")
-    assert vector.mode == "vector"
-    assert [h.text for h in vector] == [B, C, A, D]
-    assert [round(h.score, 6) for h in vector] == [1.0, 0.9, 0.5, 0.0]
-    assert all(h.breakdown.fts is None for h in vector)
-    fts = table.search("alpha", mode="fts")
+def test_single_leg_modes_use_their_own_normalised_score(
+    table: mindfile.Mindfile, calibrated: mindfile.Mindfile
+) -> None:
+    for mem, fusion in ((table, "weighted"), (calibrated, "calibrated")):
+        vector = mem.search("alpha", query_embedding=Q, mode="vector", fusion=fusion)
+        assert vector.mode == "vector"
+        assert [h.text for h in vector] == [B, C, A, D]
+        assert [round(h.score, 6) for h in vector] == [1.0, 0.9, 0.5, 0.0]
+        assert all(h.breakdown.fts is None for h in vector)
+    fts = table.search("alpha", mode="fts", fusion="weighted")
     assert [h.text for h in fts] == [A, B]
     assert [h.score for h in fts] == [1.0, 0.0]
     assert all(h.breakdown.vector is None for h in fts)
+    scaled = calibrated.search("alpha", mode="fts")
+    assert [h.text for h in scaled] == [A, B]
+    assert [h.score for h in scaled] == [h.breakdown.fts / 8.0 for h in scaled]
 
 
 def test_min_max_edge_cases() -> None:
@@ -161,6 +293,7 @@ def test_hits_carry_a_full_breakdown(table: mindfile.Mindfile) -> None:
         "vector_rank",
         "fts_rank",
         "time",
+        "preference",
     }
     assert hit["chunk_id"].startswith("ch_")
 

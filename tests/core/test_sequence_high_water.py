@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from backends import raw
 from click.testing import CliRunner
 
 import mindfile
@@ -22,6 +23,14 @@ from mindfile.storage.db import Database
 from mindfile.storage.migrations import apply_migrations, load_migrations
 
 from ._support import assert_consistent
+
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
 
 NS = "memory:alice"
 
@@ -92,13 +101,13 @@ def test_last_sequence_never_decreases(mem: mindfile.Mindfile) -> None:
 def test_facts_take_sequences_above_the_high_water_mark(mem: mindfile.Mindfile) -> None:
     mem.set_fact("bob", "home", "city", "Porto")
     first = int(
-        mem.db.scalar("SELECT max(sequence_end) FROM chunks WHERE session_id = 'facts:bob'")
+        raw(mem).scalar("SELECT max(sequence_end) FROM chunks WHERE session_id = 'facts:bob'")
     )
     with pytest.raises(ConflictError):
         mem.store("facts:bob", first, "an event at a fact's sequence")
     mem.set_fact("bob", "home", "country", "Portugal")
     second = int(
-        mem.db.scalar("SELECT max(sequence_end) FROM chunks WHERE session_id = 'facts:bob'")
+        raw(mem).scalar("SELECT max(sequence_end) FROM chunks WHERE session_id = 'facts:bob'")
     )
     assert second > first
     assert last_sequence(mem, "facts:bob") == second
@@ -161,6 +170,7 @@ def test_the_migration_backfills_from_events_and_session_state(tmp_path: Path) -
         assert mem.store_note("both", "n", "A note.").sequence == 8
 
 
+@pytest.mark.sqlite_only("reads the SQLite schema with sqlite3")
 def test_the_high_water_column_is_part_of_the_schema(db_path: Path) -> None:
     mindfile.open(db_path, embedder="hash").close()
     con = sqlite3.connect(db_path)

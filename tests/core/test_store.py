@@ -7,6 +7,7 @@ import json
 import sys
 
 import pytest
+from backends import raw
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,12 +19,19 @@ from mindfile.index.extract import extract_role, extract_text
 from ._support import BrokenEmbedder, assert_consistent, counts
 
 
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
+
 def chunk_texts(mem: mindfile.Mindfile, session_id: str | None = None) -> list[str]:
     if session_id is None:
-        return [r[0] for r in mem.db.query("SELECT chunk_text FROM chunks ORDER BY id")]
+        return [r[0] for r in raw(mem).query("SELECT chunk_text FROM chunks ORDER BY id")]
     return [
         r[0]
-        for r in mem.db.query(
+        for r in raw(mem).query(
             "SELECT chunk_text FROM chunks WHERE session_id = ? ORDER BY id", (session_id,)
         )
     ]
@@ -35,9 +43,9 @@ def chunk_texts(mem: mindfile.Mindfile, session_id: str | None = None) -> list[s
 def test_store_creates_then_updates_the_session(mem: mindfile.Mindfile) -> None:
     sql = "SELECT created_at, updated_at, agent_identity FROM sessions WHERE session_id = 's1'"
     mem.store("s1", 1, "first", agent_identity="agent-a")
-    first = mem.db.query_one(sql)
+    first = raw(mem).query_one(sql)
     mem.store("s1", 2, "second")  # no identity: keeps the known one
-    second = mem.db.query_one(sql)
+    second = raw(mem).query_one(sql)
     assert first is not None and second is not None
     assert second[0] == first[0]
     assert second[1] > first[1]
@@ -51,12 +59,12 @@ def test_non_increasing_sequence_conflicts_and_writes_nothing(
 ) -> None:
     mem.store("s1", 5, "the original five")
     before = counts(mem)
-    updated = mem.db.scalar("SELECT updated_at FROM sessions")
+    updated = raw(mem).scalar("SELECT updated_at FROM sessions")
     with pytest.raises(ConflictError) as info:
         mem.store("s1", bad_sequence, "a brand new text that would be a new chunk")
     assert info.value.details["last_sequence"] == 5
     assert counts(mem) == before
-    assert mem.db.scalar("SELECT updated_at FROM sessions") == updated
+    assert raw(mem).scalar("SELECT updated_at FROM sessions") == updated
     assert [r.sequence for r in mem.recall("s1")] == [5]
 
 
@@ -84,7 +92,7 @@ def test_recall_order_and_limit(mem: mindfile.Mindfile) -> None:
 def test_last_sequence_is_kept_in_session_state(mem: mindfile.Mindfile) -> None:
     for seq in (3, 8, 13):
         mem.store("s1", seq, f"text {seq}")
-    state = json.loads(mem.db.scalar("SELECT state_json FROM session_state"))
+    state = json.loads(raw(mem).scalar("SELECT state_json FROM session_state"))
     assert state == {"last_sequence": 13}
     assert mem.list_sessions()[0].last_sequence == 13
     assert mem.list_sessions()[0].event_count == 3
@@ -134,7 +142,7 @@ def test_openai_messages(mem: mindfile.Mindfile) -> None:
     assert texts[1] == "Look at this photo of Porto"
     assert "get_weather" in texts[2] and "Coimbra" in texts[2] and "3" in texts[2]
     assert "{" not in texts[2]  # arguments were parsed, not indexed as raw JSON
-    roles = [json.loads(r[0])["role"] for r in mem.db.query("SELECT metadata_json FROM chunks")]
+    roles = [json.loads(r[0])["role"] for r in raw(mem).query("SELECT metadata_json FROM chunks")]
     assert roles == ["user", "user", "assistant"]
 
 
@@ -269,7 +277,7 @@ def test_same_content_later_extends_the_chunk(mem: mindfile.Mindfile) -> None:
     assert mem.store("s", 1, "remember the milk") == 1
     assert mem.store("s", 2, "something else") == 1
     assert mem.store("s", 7, {"role": "user", "content": "remember   the milk"}) == 0
-    rows = mem.db.query(
+    rows = raw(mem).query(
         "SELECT sequence_start, sequence_end FROM chunks WHERE chunk_text = 'remember the milk'"
     )
     assert rows == [(1, 7)]
@@ -280,7 +288,7 @@ def test_same_content_later_extends_the_chunk(mem: mindfile.Mindfile) -> None:
 def test_same_content_in_another_session_is_a_separate_chunk(mem: mindfile.Mindfile) -> None:
     mem.store("a", 1, "remember the milk")
     mem.store("b", 1, "remember the milk")
-    ids = [r[0] for r in mem.db.query("SELECT chunk_id FROM chunks ORDER BY id")]
+    ids = [r[0] for r in raw(mem).query("SELECT chunk_id FROM chunks ORDER BY id")]
     assert len(ids) == len(set(ids)) == 2
     assert_consistent(mem)
 
@@ -315,7 +323,7 @@ def test_store_many_is_all_or_nothing(mem: mindfile.Mindfile) -> None:
     assert [s.session_id for s in mem.list_sessions()] == ["old"]
     ok = [e for i, e in enumerate(events) if i != 2]
     assert mem.store_many(ok) == 3
-    meta = json.loads(mem.db.scalar("SELECT metadata_json FROM chunks WHERE chunk_text = 'two'"))
+    meta = json.loads(raw(mem).scalar("SELECT metadata_json FROM chunks WHERE chunk_text = 'two'"))
     assert meta == {"source": "test", "role": "user"}
 
 
@@ -336,7 +344,7 @@ def test_store_many_rejects_malformed_input(mem: mindfile.Mindfile, events: obje
 
 def test_tags_and_metadata_go_on_every_chunk(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, long_text(), metadata={"k": "v"}, tags=["Travel", " travel ", "Work"])
-    metas = {r[0] for r in mem.db.query("SELECT metadata_json FROM chunks")}
+    metas = {r[0] for r in raw(mem).query("SELECT metadata_json FROM chunks")}
     assert [json.loads(m) for m in metas] == [{"k": "v", "tags": ["travel", "work"]}]
     with pytest.raises(LimitExceededError):
         mem.store("s", 2, "x", tags=[f"t{i}" for i in range(17)])

@@ -20,8 +20,9 @@ HIKES = [
 
 
 @pytest.fixture
-def hikes(tmp_path: Path) -> mindfile.Mindfile:
-    mem = mindfile.open(tmp_path / "hikes.db")
+def hikes(store_location: str) -> mindfile.Mindfile:
+    """On both backends (tests/conftest.py)."""
+    mem = mindfile.open(store_location)
     events = [("s", i, text, None, when) for i, (text, when) in enumerate(HIKES, start=1)]
     mem.store_many(events, user_id="u")
     mem.store("s", 10, "my sister likes pottery and painting", occurred_at="2023-10-01")

@@ -16,9 +16,9 @@ import mindfile
 from ._stress import run_stress
 
 
-def test_index_search_inside_atomic_races_plain_searches(tmp_path: Path) -> None:
+def test_index_search_inside_atomic_races_plain_searches(store_location: str) -> None:
     """The reproduction from the issue: two threads, opposite lock orders before the fix."""
-    mem = mindfile.open(tmp_path / "m.db", embedder="hash")
+    mem = mindfile.open(store_location, embedder="hash")
     mem.store_many([("s", i, f"hike lisbon dog number {i}") for i in range(1, 30)])
     query = mem.embedder.embed_query("hike")
     stop = threading.Event()
@@ -57,8 +57,9 @@ def test_index_search_inside_atomic_races_plain_searches(tmp_path: Path) -> None
     mem.close()
 
 
-def test_many_threads_every_operation_no_deadlock(tmp_path: Path) -> None:
-    report = run_stress(tmp_path / "stress.db", seconds=12, threads=8, stall_seconds=10)
+def test_many_threads_every_operation_no_deadlock(store_location: str) -> None:
+    """On both backends (on Postgres each thread's transaction is its own connection's)."""
+    report = run_stress(store_location, seconds=12, threads=8, stall_seconds=10)
     assert report.stalled is None, report.stalled
     assert report.failures == [], report.failures[:5]
     # Every kind of operation ran, and each many times.

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 import mindfile
@@ -24,10 +22,10 @@ def test_the_hash_embedder_leans_on_bm25(mem: mindfile.Mindfile) -> None:
     assert mem.search("cat").weights == (0.1, 0.9)
 
 
-def test_other_embedders_get_the_seed_weights(tmp_path: Path) -> None:
+def test_other_embedders_get_the_seed_weights(store_location: str) -> None:
     embedder = TableEmbedder({})
     assert not hasattr(embedder, "fusion_weights")
-    with mindfile.open(tmp_path / "t.db", embedder=embedder) as mem:
+    with mindfile.open(store_location, embedder=embedder) as mem:
         mem.store("s", 1, "The cat sat on the warm windowsill.")
         assert fusion_weights(mem.embedder) == SEED_FUSION_WEIGHTS == (0.7, 0.3)
         assert mem.search("cat").weights == (0.7, 0.3)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from backends import raw
 from click.testing import CliRunner
 
 import mindfile
@@ -48,14 +49,15 @@ def tree(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def mem(tmp_path: Path) -> mindfile.Mindfile:
-    store = mindfile.open(tmp_path / "m.db", embedder="hash")
+def mem(store_location: str) -> mindfile.Mindfile:
+    """On both backends (tests/conftest.py)."""
+    store = mindfile.open(store_location, embedder="hash")
     yield store
     store.close()
 
 
 def file_rows(mem: mindfile.Mindfile) -> dict[str, int]:
-    return {str(p): int(n) for p, n in mem.db.query("SELECT path, chunk_count FROM files")}
+    return {str(p): int(n) for p, n in raw(mem).query("SELECT path, chunk_count FROM files")}
 
 
 def test_first_sync_then_nothing_to_do(mem: mindfile.Mindfile, tree: Path) -> None:
@@ -244,7 +246,7 @@ def test_a_killed_sync_is_finished_by_the_next(
         # inside the one transaction the small files share.
         rows = file_rows(mem)
         assert len(rows) == kept
-        written = mem.db.query(
+        written = raw(mem).query(
             "SELECT f.path, count(c.id) FROM files AS f LEFT JOIN chunks AS c "
             "ON c.file_id = f.id GROUP BY f.id"
         )
@@ -414,7 +416,7 @@ def test_many_batches_embedded_during_the_scan_with_copies_and_renames(
     report = mem.sync([tree])
     assert (report.added, report.renamed, report.deleted) == (41, 1, 0)
     assert report.embedded == sum(len(chunk_lines(lines(3, f"topic{i}"))) for i in range(40)) + 1
-    rows = mem.db.query(
+    rows = raw(mem).query(
         "SELECT f.path, count(c.id), count(v.chunk_rowid) FROM files AS f"
         " JOIN chunks AS c ON c.file_id = f.id"
         " LEFT JOIN chunks_vec AS v ON v.chunk_rowid = c.id GROUP BY f.path"

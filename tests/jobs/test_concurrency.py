@@ -18,6 +18,13 @@ from mindfile.jobs import IndexWorker, JobPolicy, run_jobs
 from ._support import ControlledEmbedder, count, messages, open_store, status_counts
 
 
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
+
 class SlowRecorder(ControlledEmbedder):
     """Records texts and how many calls overlap; each call takes ``delay`` seconds."""
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from backends import raw
 
 from mindfile.jobs import JobPolicy
 from mindfile.jobs.owner import default_worker_id
@@ -15,11 +16,18 @@ from mindfile.jobs.reconcile import reconcile
 
 from ._support import DIMS, ControlledEmbedder, FakeClock, count, messages, open_store
 
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
+
 CHILD = Path(__file__).with_name("_crash_child.py")
 
 
-def test_crash_mid_job_then_resume(tmp_path: Path) -> None:
-    db_path = tmp_path / "crash.db"
+def test_crash_mid_job_then_resume(db_path: str, tmp_path: Path) -> None:
     marker = tmp_path / "claimed.txt"
     with open_store(db_path) as mem:
         mem.store_many(messages(5))
@@ -57,8 +65,7 @@ def test_crash_mid_job_then_resume(tmp_path: Path) -> None:
         assert mem.reconcile(repair=False).consistent
 
 
-def test_reconcile_recovers_a_killed_workers_jobs(tmp_path: Path) -> None:
-    db_path = tmp_path / "crash.db"
+def test_reconcile_recovers_a_killed_workers_jobs(db_path: str, tmp_path: Path) -> None:
     with open_store(db_path) as mem:
         mem.store_many(messages(4))
     child = subprocess.run(
@@ -138,12 +145,12 @@ def test_a_replayed_job_is_a_no_op(db_path: Path) -> None:
     with open_store(db_path) as mem:
         mem.store_many(messages(2))
         mem.run_jobs()
-        before = mem.db.query("SELECT * FROM chunks_vec ORDER BY chunk_rowid")
+        before = raw(mem).query("SELECT * FROM chunks_vec ORDER BY chunk_rowid")
         logged = count(mem, "chunks_vec_changes")
         # As if the job had been re-queued after its vector was written.
-        mem.db.execute("UPDATE memory_jobs SET status = 'pending'")
+        raw(mem).execute("UPDATE memory_jobs SET status = 'pending'")
         assert mem.run_jobs().succeeded == 2
-        assert mem.db.query("SELECT * FROM chunks_vec ORDER BY chunk_rowid") == before
+        assert raw(mem).query("SELECT * FROM chunks_vec ORDER BY chunk_rowid") == before
         assert count(mem, "chunks_vec_changes") == logged  # nothing rewritten
 
 

@@ -5,12 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from backends import raw
 
 import mindfile
 from mindfile.jobs import JobPolicy
 from mindfile.retrieve.degraded import RECENCY_WEIGHT, recency_fusion
 
 from ._support import DIMS, ControlledEmbedder, messages, open_store
+
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
 
 
 def test_pending_chunks_are_findable_by_full_text(db_path: Path) -> None:
@@ -109,10 +117,11 @@ def test_recency_fusion_by_hand() -> None:
     assert recency_fusion([]) == {}
 
 
+@pytest.mark.sqlite_only("EXPLAIN QUERY PLAN is SQLite's")
 def test_the_backlog_check_is_one_cheap_query(db_path: Path) -> None:
     with mindfile.open(db_path, embedder=f"hash:{DIMS}") as mem:
         mem.store_many(messages(5))
-        plan = mem.db.query(
+        plan = raw(mem).query(
             "EXPLAIN QUERY PLAN SELECT EXISTS (SELECT 1 FROM memory_jobs "
             "WHERE status IN ('pending', 'running', 'failed'))"
         )

@@ -7,11 +7,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from backends import raw
 from click.testing import CliRunner, Result
 
 from mindfile.cli.main import cli
 
 from ._support import messages, open_store
+
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
 
 
 @pytest.fixture
@@ -57,7 +65,7 @@ def test_reconcile_check_exits_1_when_inconsistent(
     clean = invoke("reconcile", "--check")
     assert clean.exit_code == 0 and "consistent" in clean.output
     with open_store(store) as mem:
-        mem.db.execute("DELETE FROM chunks_vec WHERE chunk_rowid = 1")
+        raw(mem).execute("DELETE FROM chunks_vec WHERE chunk_rowid = 1")
     dirty = invoke("reconcile", "--check", "--json")
     assert dirty.exit_code == 1
     assert json.loads(dirty.output)["missing_vectors"] == 1
@@ -77,7 +85,7 @@ def test_reconcile_leaves_live_jobs_alone(invoke: Callable[..., Result]) -> None
 
 def test_retry_and_prune(invoke: Callable[..., Result], store: Path) -> None:
     with open_store(store) as mem:
-        mem.db.execute("UPDATE memory_jobs SET status = 'failed' WHERE job_id <= 2")
+        raw(mem).execute("UPDATE memory_jobs SET status = 'failed' WHERE job_id <= 2")
     listed = json.loads(invoke("status", "--failed", "5", "--json").output)
     assert [j["job_id"] for j in listed["failed_jobs"]] == [1, 2]
     assert "job 1" in invoke("status", "--failed", "5").output

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from backends import raw
 
 from mindfile.errors import ConfigError, InvalidInputError
 from mindfile.jobs import JobPolicy, queue_status
@@ -14,8 +15,15 @@ from mindfile.jobs.queue import iso
 from ._support import START, ControlledEmbedder, FakeClock, messages, open_store, status_counts
 
 
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
+
 def job_row(mem: object, job_id: int = 1) -> tuple[str, int, str, str | None]:
-    row = mem.db.query_one(  # type: ignore[attr-defined]
+    row = raw(mem).query_one(  # type: ignore[attr-defined]
         "SELECT status, retry_count, next_retry_at, last_error FROM memory_jobs WHERE job_id = ?",
         (job_id,),
     )
@@ -186,7 +194,7 @@ def test_job_status_and_listing(db_path: Path) -> None:
         clock.now = START
         assert mem.job_status(clock=clock).due == 2
         mem.run_jobs(max_jobs=1, policy=JobPolicy(backoff_base=30), clock=clock)
-        state = queue_status(mem.db, clock)
+        state = queue_status(mem.stores.jobs, clock)
         assert (state.pending, state.done, state.failed, state.due) == (2, 0, 0, 1)
         assert state.next_retry_at == iso(clock.now + timedelta(seconds=30))
         assert state.oldest_pending_at is not None

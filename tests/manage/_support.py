@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from backends import is_postgres, raw
 from core._support import assert_consistent as assert_core_consistent
 
 import mindfile
@@ -24,13 +25,14 @@ def assert_consistent(mem: mindfile.Mindfile) -> None:
     """The core checks (integrity, one vector and FTS row per chunk) plus foreign keys:
     every ``event_chunks`` link points at a live chunk and a live event."""
     assert_core_consistent(mem)
-    assert mem.db.query("PRAGMA foreign_key_check") == []
+    if not is_postgres(mem):  # Postgres checks foreign keys on every statement
+        assert mem.db.query("PRAGMA foreign_key_check") == []
 
 
 def snapshot(mem: mindfile.Mindfile) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of the tables memory management touches, in a stable order."""
     return {
-        table: [tuple(r) for r in mem.db.query(f"SELECT * FROM {table} ORDER BY {order}")]
+        table: [tuple(r) for r in raw(mem).query(f"SELECT * FROM {table} ORDER BY {order}")]
         for table, order in SNAPSHOT_TABLES.items()
     }
 
@@ -57,7 +59,7 @@ def chunk_rows(mem: mindfile.Mindfile, session_id: str, sequence: int) -> list[d
         "id, chunk_id, chunk_text, importance, pinned, expires_at, consolidated_at, "
         "access_count, last_accessed_at, created_at, sequence_start, sequence_end"
     )
-    rows = mem.db.query(
+    rows = raw(mem).query(
         f"SELECT {cols} FROM chunks WHERE id IN (SELECT chunk_rowid FROM event_chunks "
         "WHERE session_id = ? AND sequence = ?) ORDER BY id",
         (session_id, sequence),
@@ -68,12 +70,12 @@ def chunk_rows(mem: mindfile.Mindfile, session_id: str, sequence: int) -> list[d
 
 def age_event(mem: mindfile.Mindfile, session_id: str, sequence: int, created_at: str) -> None:
     """Backdate an event and its chunks (tests only: Mindfile never rewrites timestamps)."""
-    with mem.db.atomic():
-        mem.db.execute(
+    with raw(mem).atomic():
+        raw(mem).execute(
             "UPDATE conversation_events SET created_at = ? WHERE session_id = ? AND sequence = ?",
             (created_at, session_id, sequence),
         )
-        mem.db.execute(
+        raw(mem).execute(
             "UPDATE chunks SET created_at = ? WHERE id IN (SELECT chunk_rowid FROM "
             "event_chunks WHERE session_id = ? AND sequence = ?)",
             (created_at, session_id, sequence),
@@ -82,7 +84,7 @@ def age_event(mem: mindfile.Mindfile, session_id: str, sequence: int, created_at
 
 def expire_event(mem: mindfile.Mindfile, session_id: str, sequence: int) -> None:
     """Move an event's expiry into the past (as if its TTL had run out)."""
-    mem.db.execute(
+    raw(mem).execute(
         "UPDATE chunks SET expires_at = ? WHERE id IN (SELECT chunk_rowid FROM event_chunks "
         "WHERE session_id = ? AND sequence = ?)",
         (ago(seconds=1), session_id, sequence),

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 import pytest
+from backends import raw
 
 import mindfile
 from mindfile.errors import InvalidInputError
@@ -15,8 +16,15 @@ from mindfile.types import MemoryRecord
 from ._support import age_event, ago, assert_consistent, chunk_row, chunk_rows, snapshot
 
 
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
+
 def chunk_texts(mem: mindfile.Mindfile, session_id: str) -> list[str]:
-    rows = mem.db.query(
+    rows = raw(mem).query(
         "SELECT chunk_text FROM chunks WHERE session_id = ? ORDER BY id", (session_id,)
     )
     return [r[0] for r in rows]
@@ -140,7 +148,7 @@ def test_old_spans_are_condensed_into_linked_summary_chunks(mem: mindfile.Mindfi
     # Old events 1-10 minus pinned 6: runs 1-5 and 7-10 -> spans [1-4], [5], [7-10];
     # the single-event span waits for min_span.
     assert (report.summaries, report.summary_chunks, report.summarized_events) == (2, 2, 8)
-    summaries = mem.db.query(
+    summaries = raw(mem).query(
         "SELECT chunk_id, chunk_text, sequence_start, sequence_end, consolidated_at "
         "FROM chunks WHERE json_extract(metadata_json, '$.kind') = 'summary' ORDER BY id"
     )

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from backends import raw
 
 import mindfile
 from mindfile.errors import InvalidInputError
@@ -22,6 +23,14 @@ from ._support import (
     live_sequences,
     snapshot,
 )
+
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
 
 MODES = ("hybrid", "vector", "fts")
 
@@ -207,7 +216,7 @@ def test_decay_without_a_floor_deletes_nothing(mem: mindfile.Mindfile) -> None:
 def test_facts_are_never_swept(mem: mindfile.Mindfile) -> None:
     mem.set_decay_policy(half_life=1, floor=0.5)
     mem.set_fact("ann", "home", "city", "Lisbon")
-    mem.db.execute("UPDATE chunks SET created_at = ?", (ago(days=30),))
+    raw(mem).execute("UPDATE chunks SET created_at = ?", (ago(days=30),))
     mem.sweep_expired()
     assert [h.text for h in mem.search("Lisbon")] == ["home / city: Lisbon"]
 

@@ -6,6 +6,7 @@ import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from backends import raw
 
 import mindfile
 from mindfile.errors import InvalidInputError, NotFoundError
@@ -14,6 +15,13 @@ from mindfile.memory import notes_session
 from mindfile.storage.db import Database
 
 from ._support import assert_consistent, chunk_row, chunk_rows, expire_event, snapshot
+
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
 
 
 def texts(hits: list[mindfile.SearchHit]) -> list[str]:
@@ -82,7 +90,7 @@ def test_a_shared_chunk_keeps_the_highest_importance(mem: mindfile.Mindfile) -> 
     mem.store("s", 1, {"role": "tool", "content": "ok"})
     mem.store("s", 2, {"role": "user", "content": "ok"})
     mem.store("s", 3, {"role": "system", "content": "ok"})
-    (row,) = mem.db.query("SELECT importance, sequence_start, sequence_end FROM chunks")
+    (row,) = raw(mem).query("SELECT importance, sequence_start, sequence_end FROM chunks")
     assert row == (0.5, 1, 3)
     # The one chunk holds the text of all three events.
     assert [r["id"] for r in chunk_rows(mem, "s", 1)] == [r["id"] for r in chunk_rows(mem, "s", 3)]
@@ -172,6 +180,7 @@ def test_record_use_applies_the_bounded_boost(mem: mindfile.Mindfile) -> None:
     assert value <= 1.0
 
 
+@pytest.mark.sqlite_only("watches SQLite's data_version")
 def test_search_never_writes(mem: mindfile.Mindfile) -> None:
     mem.store("s", 1, "read paths stay read only")
     mem.store("s", 2, "this one has expired", ttl=3600)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from backends import raw
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,14 @@ from ._support import (
     live_sequences,
     snapshot,
 )
+
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
 
 AGENT = "agent:planner"
 
@@ -43,7 +52,7 @@ def test_scope_of_a_session(mem: mindfile.Mindfile) -> None:
     # The SQL twin agrees with the Python rule for every stored session.
     from mindfile.storage.quotas import scope_sql
 
-    rows = mem.db.query(f"SELECT session_id, agent_identity, {scope_sql()} FROM sessions")
+    rows = raw(mem).query(f"SELECT session_id, agent_identity, {scope_sql()} FROM sessions")
     assert all(scope_for(sid, agent) == scope for sid, agent, scope in rows)
 
 
@@ -79,7 +88,7 @@ def test_usage_counts_chunks_text_and_payload_bytes(mem: mindfile.Mindfile) -> N
     mem.set_fact("planner", "k", "v", "facts are not counted")
     usage = mem.quota_usage(AGENT)
     payloads = sum(
-        len(p.encode()) for (p,) in mem.db.query("SELECT payload_json FROM conversation_events")
+        len(p.encode()) for (p,) in raw(mem).query("SELECT payload_json FROM conversation_events")
     )
     assert usage.items == 2
     assert usage.bytes == len("héllo".encode()) + len(b"world") + payloads
@@ -291,6 +300,7 @@ def test_eviction_compares_decayed_importance(mem: mindfile.Mindfile) -> None:
     assert live_sequences(mem, "c1") == [3, 4]
 
 
+@pytest.mark.sqlite_only("SQLite's julianday() arithmetic")
 def test_the_sql_decay_matches_the_python_formula(mem: mindfile.Mindfile) -> None:
     from mindfile.manage.importance import decayed
     from mindfile.storage.quotas import DECAYED_IMPORTANCE
@@ -300,5 +310,5 @@ def test_the_sql_decay_matches_the_python_formula(mem: mindfile.Mindfile) -> Non
     for days in (0.0, 0.5, 1.0, 2.5, 40.0):
         age_event(mem, "c1", 1, iso(now - timedelta(days=days)))
         sql = DECAYED_IMPORTANCE.replace("?3", "?1").replace("?6", "?2")
-        got = mem.db.scalar(f"SELECT {sql} FROM chunks AS c", (iso(now), 86400.0))
+        got = raw(mem).scalar(f"SELECT {sql} FROM chunks AS c", (iso(now), 86400.0))
         assert got == pytest.approx(decayed(0.8, days * 86400, 86400.0), rel=1e-6, abs=1e-12)

@@ -5,12 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from backends import raw
 
 import mindfile
 from mindfile.errors import ConflictError, EmbeddingError, InvalidInputError, LimitExceededError
 from mindfile.memory import facts_session
 
 from ._support import FlakyEmbedder, assert_index_consistent, fts_match, snapshot
+
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
 
 
 def test_set_get_and_normalised_names(mem: mindfile.Mindfile) -> None:
@@ -25,7 +33,7 @@ def test_set_get_and_normalised_names(mem: mindfile.Mindfile) -> None:
     assert mem.get_fact("alice", "FOOD", "favorite drink") == fact
     assert mem.get_fact("alice", "food", "other") is None
     assert mem.get_fact("bob", "food", "favorite drink") is None  # scopes are separate
-    assert mem.db.scalar("SELECT count(*) FROM facts") == 1
+    assert raw(mem).scalar("SELECT count(*) FROM facts") == 1
 
 
 def test_keys_are_unique_per_scope_and_category(mem: mindfile.Mindfile) -> None:
@@ -39,7 +47,7 @@ def test_keys_are_unique_per_scope_and_category(mem: mindfile.Mindfile) -> None:
     assert [f.value for f in mem.list_facts("alice", category="Work")] == ["coffee"]
     assert mem.list_facts("carol") == []
     with pytest.raises(ConflictError):  # the schema itself refuses duplicates
-        mem.db.execute(
+        raw(mem).execute(
             "INSERT INTO facts (scope, category, key, value, source, created_at, updated_at) "
             "VALUES ('alice', 'food', 'drink', 'x', 'agent', 'now', 'now')"
         )
@@ -84,7 +92,7 @@ def test_retiring_keeps_the_value_in_history_deleting_erases_it(mem: mindfile.Mi
     mem.set_fact("alice", "home", "city", "Faro")
     assert mem.delete_fact("alice", "home", "city") is True
     assert mem.fact_history("alice", "home", "city") == []
-    assert mem.db.scalar("SELECT count(*) FROM fact_history") == 0
+    assert raw(mem).scalar("SELECT count(*) FROM fact_history") == 0
 
 
 def test_forgetting_the_facts_session_deletes_the_facts(mem: mindfile.Mindfile) -> None:
@@ -107,7 +115,7 @@ def test_facts_are_searchable_and_reindexed_atomically(mem: mindfile.Mindfile) -
     assert hits[0].metadata["kind"] == "fact" and hits[0].metadata["key"] == "dog name"
     mem.set_fact("alice", "pets", "dog name", "Rex")
     assert fts_match(mem, "biscuit") == [] and fts_match(mem, "rex") == ["pets / dog name: Rex"]
-    assert mem.db.scalar("SELECT count(*) FROM chunks WHERE session_id = ?", (session,)) == 2
+    assert raw(mem).scalar("SELECT count(*) FROM chunks WHERE session_id = ?", (session,)) == 2
     ns = "memory:alice"
     found = mem.search_notes(ns, "dog name", facts_scope="alice")
     assert found[0].to_dict() == {
@@ -120,7 +128,7 @@ def test_facts_are_searchable_and_reindexed_atomically(mem: mindfile.Mindfile) -
     assert mem.search_notes(ns, "dog name") == []  # facts only when asked for
     mem.delete_fact("alice", "pets", "dog name")
     assert fts_match(mem, "rex") == []
-    assert mem.db.scalar("SELECT count(*) FROM chunks WHERE session_id = ?", (session,)) == 1
+    assert raw(mem).scalar("SELECT count(*) FROM chunks WHERE session_id = ?", (session,)) == 1
     assert_index_consistent(mem)
 
 
@@ -128,9 +136,9 @@ def test_long_values_span_several_chunks_and_are_all_replaced(mem: mindfile.Mind
     value = " ".join(f"Detail {i} of the allergy list." for i in range(60))
     mem.set_fact("alice", "health", "allergies", value)
     session = facts_session("alice")
-    assert mem.db.scalar("SELECT count(*) FROM chunks WHERE session_id = ?", (session,)) > 1
+    assert raw(mem).scalar("SELECT count(*) FROM chunks WHERE session_id = ?", (session,)) > 1
     mem.set_fact("alice", "health", "allergies", "none")
-    assert mem.db.scalar("SELECT count(*) FROM chunks WHERE session_id = ?", (session,)) == 1
+    assert raw(mem).scalar("SELECT count(*) FROM chunks WHERE session_id = ?", (session,)) == 1
     assert_index_consistent(mem)
 
 
@@ -165,7 +173,7 @@ def test_bad_input_is_rejected(
 ) -> None:
     with pytest.raises(error):
         mem.set_fact(*args)  # type: ignore[arg-type]
-    assert mem.db.scalar("SELECT count(*) FROM facts") == 0
+    assert raw(mem).scalar("SELECT count(*) FROM facts") == 0
 
 
 def test_bad_source_is_rejected(mem: mindfile.Mindfile) -> None:

@@ -15,6 +15,13 @@ import mindfile
 from mindfile.cli.memory import facts, notes, scratchpad, summary
 
 
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
+
 @click.group()
 def cli() -> None:
     """The memory groups, mounted as the main CLI mounts them."""
@@ -71,10 +78,11 @@ def test_notes_roundtrip(invoke: Any, db_path: Path) -> None:
         assert [n.note_id for n in mem.list_notes("memory:default")] == [note_id]
 
 
+@pytest.mark.sqlite_only("a missing store is a missing file (a Postgres database is created into)")
 def test_notes_errors_and_exit_codes(invoke: Any, db_path: Path) -> None:
     missing = invoke("notes", "list", "--json", code=4)
     assert as_json(missing)["error"] == "not_found"
-    assert not db_path.exists()  # read-only commands never create a store
+    assert not Path(db_path).exists()  # read-only commands never create a store
     invoke("notes", "add", "first", "--id", "n1")
     assert as_json(invoke("notes", "get", "nope", "--json", code=4))["error"] == "not_found"
     assert as_json(invoke("notes", "delete", "nope", "--json", code=4))["error"] == "not_found"

@@ -17,6 +17,14 @@ from mindfile.errors import ConfigError, InvalidInputError
 from mindfile.tools import ToolContext, ToolSpec, dispatch, register_tools, tool_schemas
 from mindfile.tools import _dispatch as dispatch_module
 
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
+
 MEMORY_TOOL_NAMES = [
     "memory_save",
     "memory_search",

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from backends import raw
 
 import mindfile
 from mindfile.errors import (
@@ -19,11 +20,19 @@ from mindfile.memory import notes_session
 
 from ._support import FlakyEmbedder, assert_index_consistent, fts_match, snapshot
 
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
+
 NS = "memory:alice"
 
 
 def chunk_meta(mem: mindfile.Mindfile, note_id: str) -> list[dict[str, object]]:
-    rows = mem.db.query(
+    rows = raw(mem).query(
         "SELECT metadata_json FROM chunks WHERE json_extract(metadata_json, '$.note_id') = ?",
         (note_id,),
     )
@@ -173,7 +182,7 @@ def test_store_note_on_an_existing_id_replaces_it_keeping_created_at(
     new = mem.store_note(NS, "n", "second version")
     assert new.created_at == old.created_at and new.tags == ()
     assert [n.content for n in mem.list_notes(NS)] == ["second version"]
-    assert mem.db.scalar("SELECT count(*) FROM notes") == 1
+    assert raw(mem).scalar("SELECT count(*) FROM notes") == 1
 
 
 def test_update_errors(mem: mindfile.Mindfile) -> None:
@@ -213,10 +222,10 @@ def test_update_is_atomic_when_the_write_fails_after_the_delete(
 
     def broken_write(*args: object, **kwargs: object) -> int:
         # By now the old chunks and event were deleted inside the transaction.
-        assert mem.db.scalar("SELECT count(*) FROM chunks") == 0
+        assert raw(mem).scalar("SELECT count(*) FROM chunks") == 0
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr("mindfile.storage.log.write_event", broken_write)
+    monkeypatch.setattr(mem.stores.sessions, "write_event", broken_write)
     with pytest.raises(RuntimeError):
         mem.update_note(NS, "n", content="new text")
     assert snapshot(mem) == before
@@ -245,14 +254,14 @@ def test_delete_removes_chunks_vectors_fts_rows_and_the_event(mem: mindfile.Mind
     content = " ".join(f"Line {i}: the zebra crossing near the office." for i in range(40))
     mem.store_note(NS, "n", content)
     mem.store_note(NS, "keep", "A note that stays.")
-    assert mem.db.scalar("SELECT count(*) FROM chunks") > 2
+    assert raw(mem).scalar("SELECT count(*) FROM chunks") > 2
     assert mem.delete_note(NS, "n") is True
     assert mem.get_note(NS, "n") is None
-    assert mem.db.scalar("SELECT count(*) FROM chunks") == 1
-    assert mem.db.scalar("SELECT count(*) FROM chunks_vec") == 1
+    assert raw(mem).scalar("SELECT count(*) FROM chunks") == 1
+    assert raw(mem).scalar("SELECT count(*) FROM chunks_vec") == 1
     assert fts_match(mem, "zebra") == []
     assert [e.payload["note_id"] for e in mem.recall(NS)] == ["keep"]
-    assert mem.db.query("SELECT note_id FROM notes") == [("keep",)]
+    assert raw(mem).query("SELECT note_id FROM notes") == [("keep",)]
     assert all(h.note_id == "keep" for h in mem.search_notes(NS, "zebra crossing"))
     assert mem.delete_note(NS, "n") is False
     assert_index_consistent(mem)
@@ -261,7 +270,7 @@ def test_delete_removes_chunks_vectors_fts_rows_and_the_event(mem: mindfile.Mind
 def test_identical_notes_never_share_chunks(mem: mindfile.Mindfile) -> None:
     mem.store_note(NS, "a", "Buy oat milk.")
     mem.store_note(NS, "b", "Buy oat milk.")
-    assert mem.db.scalar("SELECT count(*) FROM chunks") == 2
+    assert raw(mem).scalar("SELECT count(*) FROM chunks") == 2
     assert mem.delete_note(NS, "a")
     assert fts_match(mem, "oat") == ["Buy oat milk."]
     assert [h.note_id for h in mem.search_notes(NS, "oat milk")] == ["b"]
@@ -328,7 +337,7 @@ def test_users_are_isolated(mem: mindfile.Mindfile) -> None:
 def test_forgetting_the_namespace_removes_its_notes(mem: mindfile.Mindfile) -> None:
     mem.store_note(NS, "n", "text")
     assert mem.forget(NS)
-    assert mem.db.scalar("SELECT count(*) FROM notes") == 0
+    assert raw(mem).scalar("SELECT count(*) FROM notes") == 0
     assert mem.get_note(NS, "n") is None
 
 
@@ -340,8 +349,9 @@ def test_notes_persist_across_reopen(db_path: Path) -> None:
         assert [h.note_id for h in mem.search_notes(NS, "violins", tags=["music"])] == ["n"]
 
 
+@pytest.mark.sqlite_only("EXPLAIN QUERY PLAN is SQLite's")
 def test_the_note_lookup_uses_the_index(mem: mindfile.Mindfile) -> None:
-    plan = mem.db.query(
+    plan = raw(mem).query(
         "EXPLAIN QUERY PLAN DELETE FROM chunks WHERE session_id = ? "
         "AND json_extract(metadata_json, '$.note_id') = ? "
         "AND json_extract(metadata_json, '$.kind') = 'note'",

@@ -6,15 +6,25 @@ import json
 from pathlib import Path
 
 import pytest
+from backends import raw
 
 import mindfile
 from mindfile.errors import ConflictError, InvalidInputError, LimitExceededError
 from mindfile.memory import MAX_SCRATCHPAD_ITEM_CHARS, MAX_SCRATCHPAD_ITEMS, SummaryState
 
 
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
+
 def state_json(mem: mindfile.Mindfile, session_id: str) -> dict[str, object]:
-    raw = mem.db.scalar("SELECT state_json FROM session_state WHERE session_id = ?", (session_id,))
-    return {} if raw is None else dict(json.loads(raw))
+    text = raw(mem).scalar(
+        "SELECT state_json FROM session_state WHERE session_id = ?", (session_id,)
+    )
+    return {} if text is None else dict(json.loads(text))
 
 
 def test_read_write_replace_clear(mem: mindfile.Mindfile) -> None:

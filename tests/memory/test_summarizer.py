@@ -19,6 +19,14 @@ from mindfile.memory import (
 from mindfile.tokens import estimate_tokens, message_tokens
 from mindfile.types import MemoryRecord
 
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
+
 S = "chat"
 
 

@@ -13,6 +13,14 @@ import mindfile
 from mindfile.errors import InvalidInputError, LimitExceededError
 from mindfile.memory import SummaryState, SummaryWriteOutcome
 
+
+@pytest.fixture
+def db_path(store_location: str) -> str:
+    """Both backends: ``mem`` and ``mindfile.open(db_path)`` here open either
+    (tests/conftest.py)."""
+    return store_location
+
+
 ROUNDS = 15
 
 

@@ -1,5 +1,5 @@
 """The Postgres backend is optional: the SQLite engine never imports its drivers, and
-``mindfile.open`` refuses Postgres URLs with a typed error until the engine runs there."""
+``mindfile.open`` opens Postgres URLs (typed errors, no password shown)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import mindfile
-from mindfile.errors import ConfigError, UnsupportedBackendError
+from mindfile.errors import ConfigError, DatabaseConnectionError
 
 SQLITE_SESSION = """
 import sys
@@ -40,14 +40,36 @@ def test_the_sqlite_engine_never_imports_the_postgres_drivers(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("scheme", ["postgresql", "postgres", "POSTGRESQL"])
-def test_open_refuses_postgres_urls_and_says_what_exists(
+def test_open_connects_to_postgres_urls_and_never_shows_the_password(
     scheme: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(UnsupportedBackendError) as raised:
-        mindfile.open(f"{scheme}://ann:s3cret@db.example/memory", embedder="hash")
+    url = f"{scheme}://ann:s3cret@/memory?host=/nonexistent-socket-dir&connect_timeout=2"
+    with pytest.raises(DatabaseConnectionError) as raised:
+        mindfile.open(url, embedder="hash")
     error = raised.value
-    assert isinstance(error, ConfigError) and error.code == "unsupported_backend"
-    assert "mindfile.storage.postgres" in str(error) and "docs/postgres.md" in str(error)
-    assert "s3cret" not in str(error.to_dict())
+    assert error.code == "db_connection"
+    assert "s3cret" not in str(error) and "s3cret" not in str(error.to_dict())
     assert os.listdir(tmp_path) == []  # nothing created on disk
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"durability": "full"}, "durability"),
+        ({"vector_index": "sqlite-vec"}, "sqlite-vec"),
+        ({"vector_index": "zvec"}, "zvec"),
+        ({"vector_index": "lancedb"}, "lancedb"),
+    ],
+)
+def test_file_only_options_are_config_errors_on_postgres(
+    options: dict[str, object], says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Refused before connecting (the host does not exist)."""
+    monkeypatch.chdir(tmp_path)
+    url = "postgresql://ann:s3cret@/memory?host=/nonexistent-socket-dir"
+    with pytest.raises(ConfigError, match=says) as raised:
+        mindfile.open(url, embedder="hash", **options)  # type: ignore[arg-type]
+    assert not isinstance(raised.value, DatabaseConnectionError)
+    assert "s3cret" not in str(raised.value)
+    assert os.listdir(tmp_path) == []

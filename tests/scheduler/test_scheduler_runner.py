@@ -367,12 +367,11 @@ def test_two_runners_in_processes_never_double_fire(db_path: Path, tmp_path: Pat
     _check_exactly_once(db_path, ids, logs)
 
 
-def test_runner_on_a_real_engine(tmp_path: Path) -> None:
+def test_runner_on_a_real_engine(store_location: str) -> None:
+    """On both backends: ``Mindfile.schedules`` is the backend's scheduler store."""
     import mindfile
 
-    if not hasattr(mindfile.Mindfile, "schedules"):
-        pytest.skip("Mindfile.schedules is not wired yet")
-    with mindfile.open(tmp_path / "mem.db", embedder="hash") as opened:
+    with mindfile.open(store_location, embedder="hash") as opened:
         mem: Any = opened
         s = mem.schedules.add(
             user_id="u1",

@@ -183,10 +183,11 @@ def test_cli_serves_on_a_unix_socket(tmp_path: Path) -> None:
         assert [s.user_id for s in mem.list_sessions()] == ["ann"]
 
 
-def test_background_indexing_worker_and_public_metrics(tmp_path: Path) -> None:
+def test_background_indexing_worker_and_public_metrics(store_location: str) -> None:
+    """On both backends (tests/conftest.py): the HTTP API and its indexing worker."""
     auth = Authenticator.single(TOKEN, "ann")
     with (
-        mindfile.open(tmp_path / "bg.db", embedder="hash", indexing="background") as mem,
+        mindfile.open(store_location, embedder="hash", indexing="background") as mem,
         LiveServer(
             ServerSettings(engine=mem, auth=auth, indexing="background", public_metrics=True)
         ) as live,

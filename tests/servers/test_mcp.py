@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -21,8 +22,9 @@ from mindfile.mcp_server import CONTEXT_TOOL
 from mindfile.tools import available_tools
 
 
-def _store(tmp_path: Path) -> Path:
-    path = tmp_path / "m.db"
+def _store(location: Path | str) -> Path | str:
+    """A store (a directory gets a file in it; a Postgres URL is used as it is)."""
+    path = location / "m.db" if isinstance(location, Path) else location
     with mindfile.open(path) as mem:  # the bundled model: build_context needs meaning
         mem.store("bob-chat", 1, "Bob's bank pin is 4321 and he lives in Porto", user_id="bob")
         mem.store_note("memory:bob", "n1", "Bob lives in Porto")
@@ -30,10 +32,11 @@ def _store(tmp_path: Path) -> Path:
     return path
 
 
-def _run(path: Path, body: Callable[[ClientSession], Awaitable[None]], *args: str) -> None:
+def _run(path: Path | str, body: Callable[[ClientSession], Awaitable[None]], *args: str) -> None:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "mindfile", "mcp", "--db", str(path), "--user", "alice", *args],
+        env=dict(os.environ),  # the same mindfile (PYTHONPATH) as this process
     )
 
     async def main() -> None:
@@ -61,7 +64,9 @@ def test_the_tools_are_the_shared_definitions(tmp_path: Path) -> None:
     _run(_store(tmp_path), body)
 
 
-def test_save_search_context_and_errors(tmp_path: Path) -> None:
+def test_save_search_context_and_errors(store_location: str) -> None:
+    """On both backends (tests/conftest.py): the MCP server on a Postgres URL too."""
+
     async def body(session: ClientSession) -> None:
         saved = await session.call_tool("memory_save", {"content": "Alice is allergic to peanuts"})
         assert not saved.is_error, saved
@@ -92,7 +97,7 @@ def test_save_search_context_and_errors(tmp_path: Path) -> None:
         facts = await session.read_resource("mindfile://facts")
         assert "peanuts" in facts.contents[0].text and "Porto" not in facts.contents[0].text
 
-    path = _store(tmp_path)
+    path = _store(store_location)
     _run(path, body)
     with mindfile.open(path) as mem:  # the server wrote into the store, as alice
         notes = mem.list_notes("memory:alice")

@@ -22,8 +22,10 @@ from mindfile.index.pipeline import PreparedEvent, prepare_event
 from mindfile.memory._write import scoped_chunks
 from mindfile.storage import changes
 from mindfile.storage.db import Database, utcnow
+from mindfile.storage.files import SqliteFilesStore
 from mindfile.storage.meta import MODEL_KEY
 from mindfile.storage.postgres import PgDatabase
+from mindfile.storage.postgres.files import PgFilesStore
 from mindfile.storage.postgres.read_stores import PgRecallStore, PgSearchStore
 from mindfile.storage.postgres.sessions import prune_changes
 from mindfile.storage.postgres.stores import pg_stores
@@ -103,6 +105,10 @@ class SqliteSeam:
     def read_stores(self) -> tuple[Any, Any]:
         """The read path's search and recall stores (not in the ``Stores`` bundle)."""
         return SqliteSearchStore(self.engine.db), SqliteRecallStore(self.engine.db)
+
+    def files_store(self) -> Any:
+        """File sync's store (not in the ``Stores`` bundle)."""
+        return SqliteFilesStore(self.engine.db)
 
     def add_note(self, namespace: str, note_id: str, text: str, tags: Sequence[str]) -> int:
         return self.engine.store_note(namespace, note_id, text, tags=list(tags)).sequence
@@ -201,6 +207,10 @@ class PgSeam:
     def read_stores(self) -> tuple[Any, Any]:
         """The read path's search and recall stores (not in the ``Stores`` bundle)."""
         return PgSearchStore(self.db), PgRecallStore(self.db)
+
+    def files_store(self) -> Any:
+        """File sync's store (not in the ``Stores`` bundle)."""
+        return PgFilesStore(self.db)
 
     def add_note(self, namespace: str, note_id: str, text: str, tags: Sequence[str]) -> int:
         with self.db.atomic():

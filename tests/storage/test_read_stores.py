@@ -36,6 +36,23 @@ def test_search_store_backlog_vectors_times_and_filters(seam: Seam) -> None:
     assert search.rowids_where("", []) == rowids
 
 
+def test_search_store_statements(seam: Seam) -> None:
+    search, _ = seam.read_stores()
+    seam.store("s1", 1, "I love hiking")
+    seam.store("s1", 2, "two")
+    seam.store("s2", 1, "three")
+    rowids = seam.rowids()
+    rows = search.chunk_statements([rowids[2], rowids[0], 10**9])
+    assert sorted((r, t) for r, t, _ in rows) == [
+        (rowids[0], "I love hiking"),
+        (rowids[2], "three"),
+    ]
+    assert all(m.startswith("{") for _, _, m in rows)
+    after = search.statements_after(rowids[0], 10)
+    assert [r for r, _, _ in after] == rowids[1:]
+    assert [r for r, _, _ in search.statements_after(0, 1)] == rowids[:1]
+
+
 def _scope(session: str, **kw: object) -> Scope:
     fields: dict[str, object] = {
         "session_id": session, "user_id": None, "agent_identity": None,
@@ -69,6 +86,42 @@ def test_recall_store_owner_salience_and_candidates(seam: Seam) -> None:
     first = rows[0]
     assert (first.text, first.session_id, first.sequence_end) == ("important", "s1", 2)
     assert first.importance == 0.9 and not first.pinned and rows[1].pinned
+    assert first.occurred_at == first.created_at  # stored without occurred_at
     expected = np.asarray(seam.embedder.embed_documents(["important"])[0], dtype="<f4")
     assert first.vector == expected.tobytes()
     assert other not in recall.salient(crossing, 0.0, 100)
+
+
+def test_search_store_filters_hit_rows_and_session_lists(seam: Seam) -> None:
+    """What the read path reads through the search store on either backend: a read
+    filter's rowids (sessions, tags, a condition in the backend's dialect), hits'
+    columns, tie-break ends, a user's / channel's sessions and the files split."""
+    search, recall = seam.read_stores()
+    seam.store("s1", 1, "one", user_id="ann")
+    seam.store("s1", 2, "two", user_id="ann")
+    seam.store("s2", 1, "three", user_id="bob")
+    seam.add_note("memory:ann", "n1", "a tagged note", ["food", "fav"])
+    seam.add_note("memory:ann", "n2", "another note", ["food"])
+    one, two, three, note1, note2 = seam.rowids()
+    assert search.rowids_matching(None) == [one, two, three, note1, note2]
+    assert search.rowids_matching(()) == []
+    assert search.rowids_matching(["s1", "s2"]) == [one, two, three]
+    assert search.rowids_matching(None, ["food"]) == [note1, note2]
+    assert search.rowids_matching(None, ["food", "fav"]) == [note1]
+    assert search.rowids_matching(["s1"], ["food"]) == []
+    condition, params = recall.scope_condition(_scope("s1"))
+    assert search.rowids_matching(None, (), condition, params) == [one, two]
+    assert search.rowids_matching(["s2"], (), condition, params) == []
+    scoped = recall.scope_condition(_scope("s1", recent_from=2))
+    assert search.rowids_matching(None, (), *scoped) == [one]
+    rows = search.chunk_rows([two, 10**9])
+    assert list(rows) == [two]
+    rowid, _chunk_id, session, text, start, end, meta, when = rows[two]
+    assert (rowid, session, text, start, end) == (two, "s1", "two", 2, 2)
+    assert isinstance(meta, str) and str(when).startswith("20")
+    assert search.chunk_ends([one, two, 10**9]) == {one: 1, two: 2}
+    assert search.chunk_rows([]) == {} and search.chunk_ends([]) == {}
+    assert search.scoped_sessions(user_id="ann") == ["memory:ann", "s1"]
+    assert search.scoped_sessions(user_id="nobody") == []
+    assert sorted(search.source_sessions(files=False)) == ["memory:ann", "s1", "s2"]
+    assert search.source_sessions(files=True) == []

@@ -11,6 +11,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -30,8 +31,17 @@ def db_option(func: F) -> F:
         envvar="MINDFILE_DB",
         default=DEFAULT_DB,
         show_default=True,
-        help="SQLite file of the memory store (env MINDFILE_DB).",
+        help="The memory store: a SQLite file, or a postgresql:// URL (env MINDFILE_DB).",
     )(func)
+
+
+def missing_file(db_path: str) -> bool:
+    """Whether ``db_path`` names a store file that does not exist (a ``postgresql://``
+    URL or ``:memory:`` is never missing: ``mindfile.open`` says what is wrong with it,
+    without showing a password)."""
+    if db_path in (":memory:", "") or "://" in db_path:
+        return False
+    return not Path(db_path).exists()
 
 
 def json_option(func: F) -> F:

@@ -15,13 +15,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Literal
 
 import click
 
 import mindfile
-from mindfile.cli._common import db_option, embedder_option, emit, json_option, run
+from mindfile.cli._common import db_option, embedder_option, emit, json_option, missing_file, run
 from mindfile.engine import Mindfile
 from mindfile.errors import NotFoundError
 from mindfile.jobs import JobInfo, JobPolicy, JobQueueStatus, JobReport, ReconcileReport
@@ -32,7 +31,7 @@ __all__ = ["jobs"]
 @contextmanager
 def _open(db_path: str, embedder: str | None, *, background: bool = False) -> Iterator[Mindfile]:
     """Open an existing store (a missing file is a :class:`NotFoundError`)."""
-    if db_path not in (":memory:", "") and not Path(db_path).exists():
+    if missing_file(db_path):
         raise NotFoundError(f"no memory store at {db_path!r}", path=db_path)
     indexing: Literal["sync", "background"] = "background" if background else "sync"
     with mindfile.open(db_path, embedder=embedder, indexing=indexing) as mem:

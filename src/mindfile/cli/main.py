@@ -12,13 +12,20 @@ import importlib
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, cast
 
 import click
 
 import mindfile
-from mindfile.cli._common import db_option, embedder_option, emit, json_option, parse_json_arg, run
+from mindfile.cli._common import (
+    db_option,
+    embedder_option,
+    emit,
+    json_option,
+    missing_file,
+    parse_json_arg,
+    run,
+)
 from mindfile.engine import Mindfile
 from mindfile.errors import ConflictError, InvalidInputError, NotFoundError, ScopeError
 from mindfile.index.extract import extract_role, extract_text
@@ -69,7 +76,7 @@ def main() -> None:
 @contextmanager
 def _store(db_path: str, embedder: str | None = None, *, create: bool = True) -> Iterator[Mindfile]:
     """Open the store; without ``create``, a missing file is a :class:`NotFoundError`."""
-    if not create and db_path not in (":memory:", "") and not Path(db_path).exists():
+    if not create and missing_file(db_path):
         raise NotFoundError(f"no memory store at {db_path!r}", path=db_path)
     with mindfile.open(db_path, embedder=embedder) as mem:
         yield mem
@@ -209,7 +216,10 @@ def _add(
     show_default=True,
 )
 @click.option(
-    "--fusion", type=click.Choice(["weighted", "rrf"]), default="weighted", show_default=True
+    "--fusion",
+    type=click.Choice(["calibrated", "weighted", "rrf"]),
+    default="calibrated",
+    show_default=True,
 )
 @click.option("--min-score", type=float, default=None, help="Drop hits scoring below this.")
 @click.option(

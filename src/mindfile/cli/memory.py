@@ -12,13 +12,12 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 import mindfile
-from mindfile.cli._common import db_option, embedder_option, emit, json_option, run
+from mindfile.cli._common import db_option, embedder_option, emit, json_option, missing_file, run
 from mindfile.engine import Mindfile
 from mindfile.errors import InvalidInputError, NotFoundError
 from mindfile.memory import Fact, FactSource, Note, notes_session
@@ -42,7 +41,7 @@ def user_option(func: F) -> F:
 
 @contextmanager
 def _store(db_path: str, embedder: str | None = None, *, create: bool = True) -> Iterator[Mindfile]:
-    if not create and db_path not in (":memory:", "") and not Path(db_path).exists():
+    if not create and missing_file(db_path):
         raise NotFoundError(f"no memory store at {db_path!r}", path=db_path)
     with mindfile.open(db_path, embedder=embedder) as mem:
         yield mem

@@ -30,11 +30,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mindfile.context.render import memory_line, memory_message, summary_message, to_chat_message
+from mindfile.context.render import (
+    NOTES_HEADER,
+    MemoryLine,
+    grouped_lines,
+    memory_line,
+    memory_message,
+    session_header,
+    summary_message,
+    to_chat_message,
+)
 from mindfile.context.rerank import Ranked, Reranked, rerank
 from mindfile.context.retrieval import Scope, gather_candidates, resolve_scope
 from mindfile.context.types import Context, ContextConfig, ContextItem
-from mindfile.embed import fusion_weights
+from mindfile.embed import fusion_calibration, fusion_weights
 from mindfile.embed.base import Vector, check_query_vector, normalize
 from mindfile.errors import InvalidInputError, LimitExceededError, MindfileError
 from mindfile.index.chunking import normalize_text
@@ -106,7 +115,7 @@ def build_context(
     )
     available = token_budget - reserved
     ranked = _rank_memories(engine, scope, query, query_vec, cfg, clock, available, query_date)
-    packer = _Packer(token_counter, available)
+    packer = _Packer(token_counter, available, grouped=cfg.group_by_session)
     for dup, _of, why in ranked.duplicates:
         packer.dropped.append(_memory_item(dup, "memory", why, 0))
     if state is not None and state.summary:
@@ -246,6 +255,7 @@ def _rank_memories(
         lexical=engine.lexical,
         hybrid_k=_hybrid_k(available, cfg) if cfg.hybrid else 0,
         fusion_weights=fusion_weights(engine.embedder),
+        fusion_calibration=fusion_calibration(engine.embedder),
         hybrid_floor=cfg.hybrid_floor,
         as_of=as_of,
     )
@@ -321,17 +331,21 @@ def _memory_item(r: Ranked, source: str, reason: str, tokens: int) -> ContextIte
     )
 
 
-def _line(r: Ranked) -> str:
+def _line(r: Ranked, *, grouped: bool) -> MemoryLine:
     c = r.candidate
     role = c.metadata.get("role")
     kind = c.metadata.get("kind")
-    return memory_line(
+    when = (c.occurred_at or c.created_at).astimezone(UTC)
+    text = memory_line(
         c.text,
-        date=c.created_at.date().isoformat(),
+        date=when.date().isoformat(),
         session_id=c.session_id,
         kind=kind if isinstance(kind, str) else None,
         role=role if isinstance(role, str) and kind not in ("note", "fact") else None,
+        with_session=not grouped,
     )
+    note = kind in ("note", "fact")
+    return MemoryLine(text, None if note else c.session_id, when.isoformat(), c.sequence_end or 0)
 
 
 # -- packing --------------------------------------------------------------------------------
@@ -341,9 +355,41 @@ def _line(r: Ranked) -> str:
 class _Memory:
     ranked: Ranked
     source: str
-    line: str
+    entry: MemoryLine
     reason: str
     accepted: bool = False
+
+    @property
+    def line(self) -> str:
+        return self.entry.line
+
+
+class _Headers:
+    """The group headers of the accepted memories, to bound what one more costs."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self.ranges: dict[str | None, tuple[str, str]] = {}
+
+    def _cost(self, group: str | None, first: str, last: str) -> int:
+        if group is None:
+            return self.counter(NOTES_HEADER)
+        return self.counter(session_header(group, first, last))
+
+    def growth(self, entry: MemoryLine) -> int:
+        """Tokens the headers grow by when ``entry`` joins (a new group: its header and
+        a newline; else how much its date range widens)."""
+        group, date = entry.session_id, entry.date
+        if group not in self.ranges:
+            return self._cost(group, date, date) + 1
+        first, last = self.ranges[group]
+        wider = self._cost(group, min(first, date), max(last, date))
+        return max(0, wider - self._cost(group, first, last))
+
+    def add(self, entry: MemoryLine) -> None:
+        group, date = entry.session_id, entry.date
+        first, last = self.ranges.get(group, (date, date))
+        self.ranges[group] = (min(first, date), max(last, date))
 
 
 @dataclass(slots=True)
@@ -359,6 +405,8 @@ class _Packer:
     turn_messages: list[dict[str, Any]] = field(default_factory=list)
     dropped: list[ContextItem] = field(default_factory=list)
     memory_cost: int = 0
+    #: Memories grouped by session (``ContextConfig.group_by_session``).
+    grouped: bool = True
 
     def summary(self, session_id: str, text: str, upper: int, epoch: int) -> None:
         msg = summary_message(text)
@@ -379,14 +427,21 @@ class _Packer:
             reason = f"summary needs {cost} tokens, only {self.left} available"
             self.dropped.append(_replace_reason(item, reason))
 
+    def _message(self, memories: Sequence[_Memory]) -> dict[str, Any]:
+        if self.grouped:
+            return memory_message(grouped_lines([m.entry for m in memories]))
+        return memory_message([m.line for m in memories])
+
     def _block_cost(self, memories: Sequence[_Memory]) -> int:
         if not memories:
             return 0
-        return message_tokens(memory_message([m.line for m in memories]), self.counter)
+        return message_tokens(self._message(memories), self.counter)
 
     def memories(self, chosen: Sequence[tuple[Ranked, str]], cfg: ContextConfig) -> None:
         """Step 3: accept memories in rank order while within ``memory_share``."""
-        self.pool = [_Memory(r, s, _line(r), _reason(r, s, cfg)) for r, s in chosen]
+        self.pool = [
+            _Memory(r, s, _line(r, grouped=self.grouped), _reason(r, s, cfg)) for r, s in chosen
+        ]
         cap = math.floor(self.left * cfg.memory_share)
         self._fill(cap)
 
@@ -402,13 +457,15 @@ class _Packer:
         before = [m.accepted for m in self.pool]
         started = any(before)
         cost = self._block_cost(self._accepted())
+        headers = self._headers(self._accepted())
         for mem in self.pool:
             if mem.accepted:
                 continue
-            grown = cost + self._line_bound(mem) if started else self._block_cost([mem])
+            grown = cost + self._line_bound(mem, headers) if started else self._block_cost([mem])
             if grown <= cap:
                 mem.accepted = started = True
                 cost = grown
+                headers.add(mem.entry)
         used = self._block_cost(self._accepted())
         if used > cap:  # the bound did not hold for this counter
             for mem, was in zip(self.pool, before, strict=True):
@@ -429,9 +486,17 @@ class _Packer:
     def _accepted(self) -> list[_Memory]:
         return [m for m in self.pool if m.accepted]
 
-    def _line_bound(self, mem: _Memory) -> int:
-        """What adding ``mem`` usually costs at most: its line and one newline."""
-        return self.counter(mem.line) + 1
+    def _headers(self, accepted: Sequence[_Memory]) -> _Headers:
+        headers = _Headers(self.counter)
+        for mem in accepted:
+            headers.add(mem.entry)
+        return headers
+
+    def _line_bound(self, mem: _Memory, headers: _Headers) -> int:
+        """What adding ``mem`` usually costs at most: its line and one newline, and
+        (grouped) what its group's header adds."""
+        bound = self.counter(mem.line) + 1
+        return bound + headers.growth(mem.entry) if self.grouped else bound
 
     def _settle(self, used: int) -> None:
         """The memories message now costs ``used``: charge the difference."""
@@ -496,17 +561,19 @@ class _Packer:
         # items add up exactly to the message's cost.
         before = 0
         total = self._block_cost(accepted)
+        headers = _Headers(self.counter)
         for i, mem in enumerate(accepted, start=1):
             if i == len(accepted):
                 after = total
             elif i == 1:
                 after = self._block_cost(accepted[:1])
             else:
-                after = min(before + self._line_bound(mem), total)
+                after = min(before + self._line_bound(mem, headers), total)
+            headers.add(mem.entry)
             items.append(_memory_item(mem.ranked, mem.source, mem.reason, after - before))
             before = after
         if accepted:
-            messages.append(memory_message([m.line for m in accepted]))
+            messages.append(self._message(accepted))
         items += self.turn_items
         messages += self.turn_messages
         used = reserved + sum(i.tokens for i in items)

@@ -39,7 +39,9 @@ class Candidate:
     ``legs`` says which retrieval legs found it; ``vector`` (L2-normalised) is only
     used for near-duplicate removal and may be None. ``relevance``, when set, is the
     candidate's fused hybrid score (vector and BM25, in [0, 1], as ``search`` ranks) and
-    takes the place of the cosine in the first term.
+    takes the place of the cosine in the first term. ``occurred_at`` is when it happened
+    (None: when it was stored, ``created_at``); it dates and orders the memory in the
+    context, while recency stays on ``created_at``.
     """
 
     chunk_id: str
@@ -55,6 +57,7 @@ class Candidate:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     vector: npt.NDArray[np.float32] | None = field(default=None, compare=False, repr=False)
     relevance: float | None = None
+    occurred_at: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict of the fields (without the vector)."""
@@ -71,6 +74,7 @@ class Candidate:
             "sequence_end": self.sequence_end,
             "metadata": dict(self.metadata),
             "relevance": self.relevance,
+            "occurred_at": None if self.occurred_at is None else self.occurred_at.isoformat(),
         }
 
 

@@ -48,13 +48,12 @@ from mindfile.manage.expiry import decay_policy
 from mindfile.manage.importance import effective_importance
 from mindfile.memory.facts import facts_session
 from mindfile.memory.notes import notes_session
-from mindfile.retrieve.fusion import weighted_fusion
+from mindfile.retrieve.fusion import normalizers, weighted_fusion
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.search import DEFAULT_CANDIDATES
 from mindfile.retrieve.temporal import apply_time, time_query
-from mindfile.storage.db import Database
-from mindfile.storage.meta import SqliteMetaStore
-from mindfile.storage.recall import Scope, SqliteRecallStore
+from mindfile.storage.backend import AnyDatabase, meta_store, recall_store
+from mindfile.storage.recall import RecallStore, Scope
 from mindfile.vector.base import VectorIndex
 
 if TYPE_CHECKING:
@@ -64,7 +63,7 @@ __all__ = ["Scope", "gather_candidates", "resolve_scope"]
 
 
 def resolve_scope(
-    db: Database,
+    db: AnyDatabase,
     session_id: str,
     *,
     user_id: str | None,
@@ -77,7 +76,7 @@ def resolve_scope(
     include_files: bool = False,
 ) -> Scope:
     """The scope for a context of ``session_id`` (its user and agent are looked up)."""
-    found = SqliteRecallStore(db).session_owner(session_id)
+    found = recall_store(db).session_owner(session_id)
     stored_agent, owner = (None, None) if found is None else found
     if user_id is not None and owner is not None and owner != user_id:
         raise ScopeError(f"session {session_id!r} belongs to another user", session_id=session_id)
@@ -99,7 +98,7 @@ def resolve_scope(
 
 
 def gather_candidates(
-    db: Database,
+    db: AnyDatabase,
     index: VectorIndex,
     scope: Scope,
     query: str,
@@ -113,6 +112,7 @@ def gather_candidates(
     lexical: Bm25Index | None = None,
     hybrid_k: int = 0,
     fusion_weights: tuple[float, float] = SEED_FUSION_WEIGHTS,
+    fusion_calibration: tuple[float, float] | None = None,
     hybrid_floor: float = -1.0,
     as_of: datetime | None = None,
 ) -> list[Candidate]:
@@ -122,19 +122,20 @@ def gather_candidates(
     hybrid leg (``hybrid_k`` > 0) is ``search``'s ranking: each leg's best
     ``DEFAULT_CANDIDATES`` hits fused with the weights ``search`` uses; its top
     ``hybrid_k`` enter with their fused score as ``relevance``, except a hit without any
-    BM25 match whose cosine is below ``hybrid_floor`` (nearest is not near). With
+    BM25 match whose cosine is below ``hybrid_floor`` (nearest is not near); the fusion is
+    ``search``'s default, calibrated with ``fusion_calibration`` (None: min-max). With
     ``as_of``, time expressions in the query boost the hybrid leg's fused scores as in
     ``search`` (:mod:`mindfile.retrieve.temporal`).
     """
     legs: dict[int, set[Leg]] = {}
     scores: dict[int, float] = {}
     relevance: dict[int, float] = {}
-    recall = SqliteRecallStore(db)
+    recall = recall_store(db)
     # Stored importance bounds the effective (decayed) one from above, so this is a
     # superset; the exact test runs on the loaded candidates.
     for rowid in recall.salient(scope, salience_threshold, salient_pool):
         legs.setdefault(rowid, set()).add("salience")
-    sql, params = scope.where()
+    sql, params = recall.scope_condition(scope)
     depth = DEFAULT_CANDIDATES if hybrid_k > 0 else 0
     found = Retriever(db, index, lexical).legs(
         query,
@@ -153,9 +154,10 @@ def gather_candidates(
         scores.setdefault(rowid, sim)
     if hybrid_k > 0 and (found.vector or found.lexical):
         vector_leg = found.vector if query_vec is not None else []
-        fused = weighted_fusion(vector_leg, found.lexical, *fusion_weights)
+        norms = normalizers("calibrated", fusion_calibration)  # search's default
+        fused = weighted_fusion(vector_leg, found.lexical, *fusion_weights, norms=norms)
         if not vector_leg:  # no query vector: BM25 alone, as search degrades
-            fused = weighted_fusion([], found.lexical, 0.0, 1.0)
+            fused = weighted_fusion([], found.lexical, 0.0, 1.0, norms=norms)
         tq = None if as_of is None else time_query(query, as_of)
         if tq is not None:
             apply_time(db, fused, tq)
@@ -168,7 +170,7 @@ def gather_candidates(
             legs.setdefault(item.rowid, set()).add("hybrid")
     if not legs:
         return []
-    half_life = decay_policy(SqliteMetaStore(db)).half_life_seconds
+    half_life = decay_policy(meta_store(db)).half_life_seconds
     out = []
     for cand in _load(recall, legs, scores, relevance, query_vec, scope.now, half_life):
         if "salience" in cand.legs and not (cand.pinned or cand.importance >= salience_threshold):
@@ -181,7 +183,7 @@ def gather_candidates(
 
 
 def _load(
-    recall: SqliteRecallStore,
+    recall: RecallStore,
     legs: dict[int, set[Leg]],
     scores: dict[int, float],
     relevance: dict[int, float],
@@ -220,6 +222,7 @@ def _load(
                 # With the hybrid leg on, every candidate is ranked on its scale (one
                 # found by salience alone has no fused score: 0).
                 relevance=relevance.get(rowid, 0.0) if relevance else None,
+                occurred_at=None if row.occurred_at is None else parse_time(row.occurred_at),
             )
         )
     return out

@@ -97,6 +97,11 @@ class ContextConfig:
       cosine ranking).
     - ``include_files``: also recall chunks of synced files (:meth:`mindfile.Mindfile.sync`;
       False). Files belong to the store, not to a user, and have no lookback limit.
+    - ``group_by_session``: the memories message groups memories by session, sessions
+      oldest first under a header with their dates, each session's memories in their
+      order, the user's notes and facts in their own group (True; False = one line per
+      memory in relevance order, each naming its session). ``Context.items`` keep the
+      relevance order and the reasons either way.
     """
 
     recent_turns: int = 10
@@ -115,6 +120,7 @@ class ContextConfig:
     hybrid: bool = True
     hybrid_floor: float = 0.3
     include_files: bool = False
+    group_by_session: bool = True
 
     def __post_init__(self) -> None:
         _count(self.recent_turns, "recent_turns")
@@ -141,6 +147,8 @@ class ContextConfig:
             raise ConfigError("include_files must be a bool")
         if not isinstance(self.hybrid, bool):
             raise ConfigError("hybrid must be a bool")
+        if not isinstance(self.group_by_session, bool):
+            raise ConfigError("group_by_session must be a bool")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict of the settings."""
@@ -160,6 +168,8 @@ class ContextConfig:
             "lexical_k": self.lexical_k,
             "hybrid": self.hybrid,
             "hybrid_floor": self.hybrid_floor,
+            "include_files": self.include_files,
+            "group_by_session": self.group_by_session,
         }
 
 
@@ -168,9 +178,10 @@ class ContextItem:
     """One thing the builder put in the context (or left out, in ``Context.dropped``).
 
     ``reason`` is a human-readable why (or why not). ``tokens`` is what it costs in the
-    prompt: for memories, the growth of the memories message when it was added (the
-    first carries the message's header and framing; the middle ones are counted as
-    their line plus its newline, the last takes the remainder), so the items' tokens
+    prompt: for memories, the growth of the memories message when it was added, in rank
+    order (the first carries the message's header and framing; the middle ones are
+    counted as their line plus its newline, plus their session group's header when they
+    open one, the last takes the remainder), so the items' tokens
     sum exactly to the context's. ``sequence`` is the event's sequence for turns and
     the chunk's last event for memories. ``explain`` holds the rerank terms for memories.
     """

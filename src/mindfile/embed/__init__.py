@@ -39,6 +39,7 @@ __all__ = [
     "StaticEmbedder",
     "embedder_for_model_id",
     "from_blob",
+    "fusion_calibration",
     "fusion_weights",
     "normalize",
     "register_embedder",
@@ -123,6 +124,22 @@ def fusion_weights(embedder: Embedder) -> tuple[float, float]:
         return SEED_FUSION_WEIGHTS
     v, f = weights
     return float(v), float(f)
+
+
+def fusion_calibration(embedder: Embedder) -> tuple[float, float] | None:
+    """The (cosine width, BM25 scale) of calibrated fusion with ``embedder``, or None.
+
+    An embedder may recommend them with a ``fusion_calibration`` attribute: the bundled
+    static model recommends 0.2 / 8 (chosen on LoCoMo by cross-validation,
+    docs/retrieval.md). Absolute scales belong to one model's cosines, so an embedder
+    without a recommendation (the hash embedder, other models) is fused with the seed's
+    min-max until it is measured.
+    """
+    calibration = getattr(embedder, "fusion_calibration", None)
+    if calibration is None:
+        return None
+    width, scale = calibration
+    return float(width), float(scale)
 
 
 def embedder_for_model_id(model_id: str) -> Embedder | None:

@@ -53,6 +53,9 @@ class StaticEmbedder:
         # memory: LoCoMo recall@10 0.755 at 0.3 / 0.7 vs 0.625 at the seed's 0.7 / 0.3
         # (docs/retrieval.md). Other model2vec models keep the seed's weights.
         self.fusion_weights: tuple[float, float] | None = (0.3, 0.7) if path is None else None
+        # Calibrated fusion's absolute scales for this model's cosines (cosine range at
+        # least 0.2, BM25 over max(best, 8)): cross-validated on LoCoMo small stores.
+        self.fusion_calibration: tuple[float, float] | None = (0.2, 8.0) if path is None else None
         self._model: Any = None
         self._parts: _Parts | None = None
         self._fast: FastWordPiece | None = None

@@ -40,9 +40,8 @@ from mindfile.files.scan import Candidate, scan
 from mindfile.index.chunking import content_hash
 from mindfile.index.pipeline import dump_json
 from mindfile.memory._write import embed_texts
-from mindfile.storage import files as sql
-from mindfile.storage import log
-from mindfile.storage.chunks import ChunkRow, insert_chunks
+from mindfile.storage.backend import files_store
+from mindfile.storage.chunks import ChunkRow
 from mindfile.storage.db import utcnow
 from mindfile.types import _ToDict
 
@@ -186,10 +185,10 @@ def _sync_root(
     spec: LineSpec,
     report: SyncReport,
 ) -> None:
-    db = engine.db
+    db, files = engine.db, files_store(engine.db)
     session_id = root_session(root)
     root_text = str(root)
-    known = sql.known_files(db, session_id)
+    known = files.known(session_id)
     # A new path with the content of an indexed file may be a rename (step 3): it waits
     # for the end of the scan. Every other changed file is embedded while the scan goes on.
     known_hashes = {row[1] for row in known.values()}
@@ -212,7 +211,7 @@ def _sync_root(
                     digest = blake3.blake3(data).hexdigest(length=16)
                     if old is not None and old[1] == digest:
                         with db.atomic():
-                            sql.retouch_file(db, old[0], cand.size, cand.mtime_ns)
+                            files.retouch(old[0], cand.size, cand.mtime_ns)
                         report.unchanged += 1
                     else:
                         text = data.decode("utf-8")
@@ -231,7 +230,7 @@ def _sync_root(
         report.skipped.extend(skipped)
         if ahead.files or held or gone:
             with db.atomic():
-                log.upsert_session(db, session_id, utcnow(), touch=False)
+                engine.stores.sessions.upsert(session_id, utcnow(), touch=False)
         _renames(engine, session_id, held, gone, report)
         for item in held:
             ahead.add(item)
@@ -245,7 +244,7 @@ def _sync_root(
         ahead.close()
     for _relpath, row in sorted(gone.items()):
         with db.atomic():
-            report.chunks_removed += sql.delete_file(db, row[0])
+            report.chunks_removed += files.delete(row[0])
         report.deleted += 1
 
 
@@ -348,8 +347,7 @@ def _renames(
             continue
         file_id = gone.pop(old_path)[0]
         with engine.db.atomic():
-            sql.rename_file(
-                engine.db,
+            files_store(engine.db).rename(
                 file_id,
                 item.candidate.relpath,
                 item.candidate.size,
@@ -369,7 +367,7 @@ def _embed(engine: Mindfile, batch: list[_Pending]) -> int:
             item.vectors = [None] * len(item.chunks)
             wanted.extend(chunk.text for chunk in item.chunks)
             continue
-        reuse = sql.file_vectors(engine.db, item.old_id, model)
+        reuse = files_store(engine.db).vectors(item.old_id, model)
         vectors: list[Any] = []
         for chunk in item.chunks:
             blob = reuse.get(content_hash(chunk.text)) if reuse else None
@@ -413,13 +411,13 @@ def _commit(
     engine: Mindfile, session_id: str, root: str, group: list[_Pending], report: SyncReport
 ) -> None:
     """Replace the group's files in one transaction (each file whole: old or new)."""
-    db = engine.db
+    files = files_store(engine.db)
     now = utcnow()
     removed = added = 0
-    with db.atomic():
+    with engine.db.atomic():
         for item in group:
             if item.old_id is not None:
-                removed += sql.clear_chunks(db, item.old_id)
+                removed += files.clear_chunks(item.old_id)
             added += _write_file(engine, session_id, root, item, now)
     report.chunks_removed += removed
     report.chunks_added += added
@@ -431,10 +429,10 @@ def _commit(
 
 
 def _write_file(engine: Mindfile, session_id: str, root: str, item: _Pending, now: str) -> int:
-    db = engine.db
+    files = files_store(engine.db)
     cand = item.candidate
-    file_id = sql.upsert_file(
-        db, session_id, root, cand.relpath, item.digest, cand.size, cand.mtime_ns, now
+    file_id = files.upsert(
+        session_id, root, cand.relpath, item.digest, cand.size, cand.mtime_ns, now
     )
     # The file's part of every chunk's metadata, checked once; lines are added per chunk.
     head = dump_json({"kind": "file", "path": cand.relpath, "root": root}, "file metadata")
@@ -451,6 +449,6 @@ def _write_file(engine: Mindfile, session_id: str, root: str, item: _Pending, no
         )
         for chunk in item.chunks
     ]
-    insert_chunks(db, rows, item.vectors, engine.embedder.model_id, now)
-    sql.set_chunk_count(db, file_id, len(item.chunks))
+    files.insert_chunks(rows, item.vectors, engine.embedder.model_id, now)
+    files.set_chunk_count(file_id, len(item.chunks))
     return len(item.chunks)

@@ -30,7 +30,7 @@ import numpy as np
 from mindfile.embed.base import Embedder, Vectors, check_vectors
 from mindfile.errors import EmbeddingError, MindfileError, StorageError
 from mindfile.index.cache import EmbeddingCache
-from mindfile.storage.db import Database
+from mindfile.storage.backend import AnyDatabase
 
 __all__ = [
     "STRICT",
@@ -52,7 +52,7 @@ class WriteLockHeldError(StorageError):
     code = "embed_under_write_lock"
 
 
-def embed_documents(embedder: Embedder, db: Database, texts: Sequence[str]) -> Vectors:
+def embed_documents(embedder: Embedder, db: AnyDatabase, texts: Sequence[str]) -> Vectors:
     """Validated document vectors for ``texts``, or :class:`EmbeddingError`."""
     dims = embedder.dimensions
     if not texts:
@@ -79,7 +79,7 @@ def embed_documents(embedder: Embedder, db: Database, texts: Sequence[str]) -> V
 
 def prepare_vectors(
     embedder: Embedder,
-    db: Database,
+    db: AnyDatabase,
     texts: Sequence[str],
     *,
     background: bool = False,
@@ -104,7 +104,7 @@ def prepare_vectors(
 
 
 def _embed_distinct(
-    embedder: Embedder, db: Database, texts: Sequence[str], cache: EmbeddingCache | None
+    embedder: Embedder, db: AnyDatabase, texts: Sequence[str], cache: EmbeddingCache | None
 ) -> Vectors:
     if cache is not None and cache.enabled and texts:
         return cache.vectors(embedder, texts, lambda ts: embed_documents(embedder, db, ts))
@@ -114,7 +114,7 @@ def _embed_distinct(
 @contextlib.contextmanager
 def pre_embedded(
     embedder: Embedder,
-    db: Database,
+    db: AnyDatabase,
     texts: Sequence[str],
     *,
     background: bool = False,

@@ -26,6 +26,7 @@ from mindfile.jobs import queue
 from mindfile.jobs.types import Clock, JobPolicy, ReconcileReport
 from mindfile.jobs.worker import run_jobs
 from mindfile.storage import damaged
+from mindfile.storage.db import Database
 
 if TYPE_CHECKING:
     from mindfile._deps import IndexDeps
@@ -43,9 +44,10 @@ def reconcile(
     with db.atomic() if repair else db.snapshot():
         # First: text that is not valid UTF-8 would make the reads below fail.
         # Reads repair such cells as they meet them; report those too.
+        # (SQLite's problem: Postgres refuses invalid UTF-8 on the way in.)
         earlier, db.repaired_text = db.repaired_text, []
-        damaged_cells = damaged.find_damaged(db)
-        if damaged_cells and repair:
+        damaged_cells = damaged.find_damaged(db) if isinstance(db, Database) else []
+        if damaged_cells and repair and isinstance(db, Database):
             damaged.repair_damaged(db)
             db.repaired_text = []
         damaged_text = list(dict.fromkeys([*earlier, *(c.label for c in damaged_cells)]))

@@ -23,8 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mindfile.retrieve.fusion import Fused, weighted_fusion
-from mindfile.storage.db import Database
-from mindfile.storage.search import SqliteSearchStore
+from mindfile.storage.backend import AnyDatabase, search_store
 
 if TYPE_CHECKING:
     from mindfile.retrieve.search import SearchRequest
@@ -37,9 +36,9 @@ RECENCY_WEIGHT = 0.2
 BACKLOG_COUNT_CAP = 1000
 
 
-def backlog_note(db: Database) -> str | None:
+def backlog_note(db: AnyDatabase) -> str | None:
     """Why some chunks are findable by full text only, or None when every job is done."""
-    counts = SqliteSearchStore(db).backlog(BACKLOG_COUNT_CAP)
+    counts = search_store(db).backlog(BACKLOG_COUNT_CAP)
     if counts is None:
         return None
     pending, running, failed = counts
@@ -73,13 +72,13 @@ def recency_fusion(
     return fused
 
 
-def lift_unembedded(db: Database, fused: dict[int, Fused], req: SearchRequest) -> int:
+def lift_unembedded(db: AnyDatabase, fused: dict[int, Fused], req: SearchRequest) -> int:
     """Rescore full-text candidates that have no vector on their full-text leg alone."""
     candidates = [r for r, f in fused.items() if f.vector is None and f.fts is not None]
     if not candidates or req.fts_weight <= 0:
         return 0
     total = req.vector_weight + req.fts_weight
-    rows = SqliteSearchStore(db).unembedded_among(candidates)
+    rows = search_store(db).unembedded_among(candidates)
     for rowid in rows:
         item = fused[rowid]
         if req.fusion == "rrf":  # fts_norm is already fts_weight / (k + rank)
@@ -90,7 +89,7 @@ def lift_unembedded(db: Database, fused: dict[int, Fused], req: SearchRequest) -
 
 
 def degrade(
-    db: Database,
+    db: AnyDatabase,
     fused: dict[int, Fused],
     fts_hits: list[tuple[int, float]],
     req: SearchRequest,

@@ -60,6 +60,7 @@ from mindfile.retrieve.lexical_state import (
     combine,
     published_bounds,
 )
+from mindfile.storage.backend import AnyDatabase
 from mindfile.storage.db import Database
 from mindfile.storage.index_source import ChunkText, index_source
 from mindfile.vector.ann_disk import BUILD_LOCK, MANIFEST, file_lock, index_root, store_id
@@ -98,7 +99,7 @@ class Bm25Index:
 
     def __init__(
         self,
-        db: Database,
+        db: AnyDatabase,
         *,
         weights: tuple[float, float, float] = COLUMN_WEIGHTS,
         persist: bool = True,
@@ -125,7 +126,9 @@ class Bm25Index:
         self._store = ""
         self._manifest_sig: tuple[int, int, int] | None = None
         self._broken: set[str] = set()  # generations that failed to open
-        if persist and not db.in_memory:
+        # A Postgres store has no file to publish next to: its index lives in the heap
+        # (as a ":memory:" store's), caught up from the database like any other.
+        if persist and isinstance(db, Database) and not db.in_memory:
             root, temporary = index_root(db)
             store = store_id(db, create=not db.readonly)
             if not temporary and store is not None:
@@ -209,6 +212,11 @@ class Bm25Index:
             return False
         newest = self._source.chunk_max_id()
         return newest - state.max_rowid <= BACKLOG
+
+    def backlog(self) -> int:
+        """Chunks added since this index last caught up (all of them before the first
+        build): what a search would index before answering (updates not counted)."""
+        return max(0, self._source.chunk_max_id() - self._state.max_rowid)
 
     def warm(self) -> None:
         """Build or catch up in a background thread (one at a time); returns at once.

@@ -13,16 +13,24 @@ from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 
+from mindfile.embed import fusion_calibration
 from mindfile.embed.base import Embedder, Vector, check_query_vector, normalize
 from mindfile.errors import EmbeddingError, InvalidInputError, MindfileError
 from mindfile.index.chunking import normalize_text
 from mindfile.index.pipeline import check_id, check_time, normalize_tags
 from mindfile.retrieve.degraded import degrade
-from mindfile.retrieve.fusion import Fused, add_tail, rank_key, rrf_fusion, weighted_fusion
+from mindfile.retrieve.fusion import (
+    Fused,
+    add_tail,
+    normalizers,
+    rank_key,
+    rrf_fusion,
+    weighted_fusion,
+)
+from mindfile.retrieve.preferences import apply_preferences, leg_query, recommendation_intent
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.temporal import apply_time, describe, time_query
-from mindfile.storage.db import Database
-from mindfile.storage.log import chunk_ends, chunk_rows, scoped_sessions, source_sessions
+from mindfile.storage.backend import AnyDatabase, search_store
 from mindfile.types import FusionMode, ScoreBreakdown, SearchHit, SearchMode
 from mindfile.vector.base import VectorIndex
 
@@ -105,6 +113,8 @@ class SearchRequest:
     as_of: datetime | None = None
     #: Boost memories from the time the query names (docs/retrieval.md).
     temporal: bool = True
+    #: Boost the user's stated preferences for recommendation questions.
+    preferences: bool = True
 
     @classmethod
     def build(
@@ -128,6 +138,7 @@ class SearchRequest:
         source: Any = "all",
         as_of: Any = None,
         temporal: Any = True,
+        preferences: Any = True,
     ) -> SearchRequest:
         if source not in SOURCES:
             raise InvalidInputError(f"source must be one of {SOURCES}, not {source!r}")
@@ -151,6 +162,8 @@ class SearchRequest:
             raise InvalidInputError(f"candidates must be an integer from 1 to {MAX_CANDIDATES}")
         if not isinstance(temporal, bool):
             raise InvalidInputError("temporal must be True or False")
+        if not isinstance(preferences, bool):
+            raise InvalidInputError("preferences must be True or False")
         return cls(
             query=query,
             session_ids=_sessions(session_id),
@@ -168,6 +181,7 @@ class SearchRequest:
             source=source,
             as_of=None if as_of is None else check_time(as_of, "as_of"),
             temporal=temporal,
+            preferences=preferences,
         )
 
 
@@ -217,7 +231,7 @@ def _embedding(value: Any, dims: int) -> Vector | None:
 
 
 def run_search(
-    db: Database,
+    db: AnyDatabase,
     index: VectorIndex,
     embedder: Embedder,
     req: SearchRequest,
@@ -241,15 +255,18 @@ def run_search(
     if flt.empty:
         return SearchResults([], mode=mode, weights=weights)
     query_vec: Vector | None = None
+    intent = req.preferences and recommendation_intent(req.query)
     if req.mode in ("vector", "hybrid"):
         try:
-            query_vec = _query_vector(embedder, req)
+            query_vec = _query_vector(
+                embedder, req, leg_query(req.query, "vector") if intent else req.query
+            )
         except EmbeddingError as exc:
             if req.mode == "vector":
                 raise
             mode, degraded = "fts", f"vector search unavailable: {exc.message}"
     legs = Retriever(db, index, lexical).legs(
-        req.query,
+        leg_query(req.query, "bm25") if intent else req.query,
         query_vec,
         flt,
         vector_k=pool if mode in ("vector", "hybrid") else 0,
@@ -257,35 +274,50 @@ def run_search(
     )
     vector_hits, fts_hits = legs.vector, legs.lexical
     head_v, head_f = vector_hits[:depth], fts_hits[:depth]
+    calibration = fusion_calibration(embedder)
     if req.fusion == "rrf":
         fused = rrf_fusion(head_v, head_f, req.vector_weight, req.fts_weight)
-    elif mode == "hybrid":
-        fused = weighted_fusion(head_v, head_f, req.vector_weight, req.fts_weight)
-    else:  # a single leg: its own min-max normalised score, weight 1
-        fused = weighted_fusion(head_v, head_f, 1.0, 1.0)
+    else:
+        norms = normalizers(req.fusion, calibration)
+        if mode == "hybrid":
+            fused = weighted_fusion(head_v, head_f, *weights, norms=norms)
+        else:  # a single leg: its own normalised score, weight 1
+            fused = weighted_fusion(head_v, head_f, 1.0, 1.0, norms=norms)
     # Vectors missing (embedder down, jobs pending): see mindfile.retrieve.degraded.
     fused, degraded = degrade(db, fused, head_f, req, mode=mode, degraded=degraded)
     tq = time_query(req.query, req.as_of or datetime.now(UTC)) if req.temporal else None
     if tq is not None:  # before the tail: only the fused candidates are boosted
         apply_time(db, fused, tq)
+    if intent:  # a recommendation question (mindfile.retrieve.preferences)
+        apply_preferences(
+            db,
+            fused,
+            index=index,
+            query_vec=query_vec if mode == "hybrid" and req.fusion != "rrf" else None,
+            where=flt.resolve(db),
+            vector_weight=req.vector_weight,
+            vector_width=calibration[0]
+            if req.fusion == "calibrated" and calibration is not None
+            else 0.0,
+        )
     add_tail(fused, vector_hits[depth:], fts_hits[depth:], start=depth + 1)
     return SearchResults(
         _hits(db, fused, req), mode=mode, degraded=degraded, weights=weights, time=describe(tq)
     )
 
 
-def read_filter(db: Database, req: SearchRequest) -> ReadFilter:
+def read_filter(db: AnyDatabase, req: SearchRequest) -> ReadFilter:
     """The request's sessions and tags, narrowed to its user's (and channel's) sessions
     and to its source (synced files or conversations)."""
     flt = ReadFilter(session_ids=req.session_ids, tags=req.tags)
     if req.user_id is not None or req.channel is not None:
-        flt = flt.narrow(scoped_sessions(db, user_id=req.user_id, channel=req.channel))
+        flt = flt.narrow(search_store(db).scoped_sessions(user_id=req.user_id, channel=req.channel))
     if req.source != "all":
-        flt = flt.narrow(source_sessions(db, files=req.source == "files"))
+        flt = flt.narrow(search_store(db).source_sessions(files=req.source == "files"))
     return flt
 
 
-def _order(db: Database, items: list[Fused], limit: int, depth: int) -> list[Fused]:
+def _order(db: AnyDatabase, items: list[Fused], limit: int, depth: int) -> list[Fused]:
     """Items in result order (:func:`rank_key`), exact for the first ``limit``; the
     items after those follow in no particular order.
 
@@ -317,16 +349,16 @@ def _order(db: Database, items: list[Fused], limit: int, depth: int) -> list[Fus
         i = j
     ranked = [f for _, f in head]
     if tied:
-        ends = chunk_ends(db, tied)
+        ends = search_store(db).chunk_ends(tied)
         ranked.sort(key=lambda f: rank_key(f, ends.get(f.rowid, 0), depth))
     return ranked + rest
 
 
-def _query_vector(embedder: Embedder, req: SearchRequest) -> Vector:
+def _query_vector(embedder: Embedder, req: SearchRequest, text: str) -> Vector:
     if req.query_embedding is not None:
         return req.query_embedding
     try:
-        raw = embedder.embed_query(normalize_text(req.query))
+        raw = embedder.embed_query(normalize_text(text))
     except MindfileError:
         raise
     except Exception as exc:  # a provider's own failure
@@ -334,7 +366,7 @@ def _query_vector(embedder: Embedder, req: SearchRequest) -> Vector:
     return check_query_vector(raw, embedder.dimensions, embedder.model_id)
 
 
-def _hits(db: Database, fused: dict[int, Fused], req: SearchRequest) -> list[SearchHit]:
+def _hits(db: AnyDatabase, fused: dict[int, Fused], req: SearchRequest) -> list[SearchHit]:
     if not fused:
         return []
     candidates = list(fused.values())
@@ -342,12 +374,12 @@ def _hits(db: Database, fused: dict[int, Fused], req: SearchRequest) -> list[Sea
         floor = req.min_score
         candidates = [f for f in candidates if f.score >= floor]
     ranked = _order(db, candidates, req.top_k, req.candidates)
-    rows = chunk_rows(db, [f.rowid for f in ranked[: req.top_k]])
+    rows = search_store(db).chunk_rows([f.rowid for f in ranked[: req.top_k]])
     items = [f for f in ranked[: req.top_k] if f.rowid in rows]
     if len(items) < req.top_k and len(ranked) > req.top_k:
         # Some candidates vanished (deleted since the legs ran): fall back to all.
         ranked = _order(db, ranked, len(ranked), req.candidates)
-        rows = chunk_rows(db, [f.rowid for f in ranked])
+        rows = search_store(db).chunk_rows([f.rowid for f in ranked])
         items = [f for f in ranked if f.rowid in rows]
     hits = []
     for f in items[: req.top_k]:
@@ -370,6 +402,7 @@ def _hits(db: Database, fused: dict[int, Fused], req: SearchRequest) -> list[Sea
                     vector_rank=f.vector_rank,
                     fts_rank=f.fts_rank,
                     time=f.time,
+                    preference=f.preference,
                 ),
                 occurred_at=str(occurred),
             )

@@ -27,8 +27,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from mindfile.retrieve.fusion import Fused
-from mindfile.storage.db import Database
-from mindfile.storage.search import SqliteSearchStore
+from mindfile.storage.backend import AnyDatabase, search_store
 
 if TYPE_CHECKING:
     from mindfile.retrieve.timeq import TimeQuery
@@ -67,12 +66,12 @@ def time_query(query: str, as_of: datetime) -> TimeQuery | None:
     return parse_time_query(query, as_of)
 
 
-def chunk_times(db: Database, rowids: list[int]) -> dict[int, float]:
+def chunk_times(db: AnyDatabase, rowids: list[int]) -> dict[int, float]:
     """Each chunk's time (``occurred_at``, else ``created_at``) as epoch seconds."""
     if not rowids:
         return {}
     out: dict[int, float] = {}
-    for rowid, text in SqliteSearchStore(db).chunk_times(rowids):
+    for rowid, text in search_store(db).chunk_times(rowids):
         try:
             out[rowid] = datetime.fromisoformat(text).timestamp()
         except ValueError:
@@ -94,7 +93,7 @@ def _closeness(t: float, windows: list[tuple[float, float]], cfg: TimeConfig) ->
 
 
 def apply_time(
-    db: Database, fused: dict[int, Fused], tq: TimeQuery, cfg: TimeConfig | None = None
+    db: AnyDatabase, fused: dict[int, Fused], tq: TimeQuery, cfg: TimeConfig | None = None
 ) -> None:
     """Add each candidate's time boost to its score (``Fused.time``), in place
     (``cfg`` None: :data:`DEFAULT_TIME_CONFIG`, read at call time)."""

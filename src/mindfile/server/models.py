@@ -94,7 +94,7 @@ class SearchIn(_Body):
     tags: list[str] | None = None
     top_k: int = 10
     mode: Literal["hybrid", "vector", "fts"] = "hybrid"
-    fusion: Literal["weighted", "rrf"] = "weighted"
+    fusion: Literal["calibrated", "weighted", "rrf"] = "calibrated"
     weights: SearchWeights | None = None
     min_score: float | None = None
     candidates: int = DEFAULT_CANDIDATES

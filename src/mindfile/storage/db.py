@@ -383,11 +383,9 @@ def _check_path(path: str) -> None:
         if scheme.lower() in POSTGRES_SCHEMES:
             # The URL may hold a password: it is never part of the message.
             raise UnsupportedBackendError(
-                f"{scheme}:// stores are not supported yet by mindfile.open(): the Postgres "
-                "backend's storage layer exists (mindfile.storage.postgres: schema, "
-                "migrations and every store of the storage seam), but the engine (its read "
-                "path and derived indexes) still runs on SQLite only; see docs/postgres.md, "
-                "'Status'",
+                f"Database is the SQLite backend and cannot open a {scheme}:// store; open "
+                "it with mindfile.open(url) (or mindfile.storage.postgres.PgDatabase), "
+                "see docs/postgres.md",
                 scheme=scheme,
             )
         raise ConfigError(

@@ -106,6 +106,8 @@ class CandidateRow:
     pinned: bool
     vector: bytes | None
     last_used: str
+    #: When it happened (``coalesce(occurred_at, created_at)``).
+    occurred_at: str | None = None
 
 
 class RecallStore(Protocol):
@@ -124,6 +126,12 @@ class RecallStore(Protocol):
         """The chunks with these rowids (and their vectors, when they have one)."""
         ...
 
+    def scope_condition(self, scope: Scope, *, lookback: bool = True) -> tuple[str, list[Any]]:
+        """What ``scope`` may recall as a condition on ``chunks AS c`` in this backend's
+        SQL, and its parameters (a read filter's ``condition``, which this backend's
+        search and full-text stores take)."""
+        ...
+
 
 SESSION_OF = "SELECT agent_identity, user_id FROM sessions WHERE session_id = ?"
 
@@ -135,7 +143,7 @@ ORDER BY c.pinned DESC, c.importance DESC, c.created_at DESC, c.id DESC LIMIT ?
 CHUNKS = """
 SELECT c.id, c.chunk_id, c.session_id, c.chunk_text, c.sequence_end, c.metadata_json,
        c.created_at, c.content_hash, c.importance, c.pinned, v.embedding_blob,
-       coalesce(c.last_accessed_at, c.created_at)
+       coalesce(c.last_accessed_at, c.created_at), coalesce(c.occurred_at, c.created_at)
 FROM chunks AS c LEFT JOIN chunks_vec AS v ON v.chunk_rowid = c.id
 WHERE c.id IN (SELECT value FROM json_each(?))
 """
@@ -154,6 +162,9 @@ class SqliteRecallStore:
         agent, user = row
         return (None if agent is None else str(agent)), (None if user is None else str(user))
 
+    def scope_condition(self, scope: Scope, *, lookback: bool = True) -> tuple[str, list[Any]]:
+        return scope.where(lookback=lookback)
+
     def salient(self, scope: Scope, threshold: float, limit: int) -> list[int]:
         where, params = scope.where(lookback=False)
         rows = self.db.query(SALIENT.format(where=where), [*params, threshold, limit])
@@ -163,7 +174,7 @@ class SqliteRecallStore:
         out = []
         for row in self.db.query(CHUNKS, (json.dumps(sorted(rowids)),)):
             rowid, chunk_id, session_id, text, seq_end, meta, created = row[:7]
-            chash, importance, pinned, blob, last_used = row[7:]
+            chash, importance, pinned, blob, last_used, occurred = row[7:]
             out.append(
                 CandidateRow(
                     rowid=int(rowid),
@@ -178,6 +189,7 @@ class SqliteRecallStore:
                     pinned=bool(pinned),
                     vector=None if blob is None else bytes(blob),
                     last_used=str(last_used),
+                    occurred_at=str(occurred),
                 )
             )
         return out

@@ -14,13 +14,16 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from mindfile.storage import log
 from mindfile.storage.db import Database
+from mindfile.storage.fulltext import filter_clause
 
 __all__ = ["SearchStore", "SqliteSearchStore"]
 
 
 class SearchStore(Protocol):
-    """Reads of the search path (backend-neutral but for :meth:`rowids_where`)."""
+    """Reads of the search path (backend-neutral but for :meth:`rowids_where`, whose
+    condition is SQL in the backend's dialect)."""
 
     def backlog(self, cap: int) -> tuple[int, int, int] | None:
         """``(pending, running, failed)`` embedding jobs, each counted up to ``cap``;
@@ -35,9 +38,50 @@ class SearchStore(Protocol):
         """``(rowid, occurred_at or created_at)`` of the chunks that exist."""
         ...
 
+    def chunk_statements(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
+        """``(rowid, chunk_text, metadata_json)`` of those chunks that exist, for the
+        preference detector."""
+        ...
+
+    def statements_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
+        """:meth:`chunk_statements` of the first ``limit`` chunks above ``rowid``, by
+        rowid."""
+        ...
+
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
         """Rowids of the chunks matching a read filter's SQL condition (``" AND ..."``
         on ``chunks AS c``)."""
+        ...
+
+    def rowids_matching(
+        self,
+        session_ids: Sequence[str] | None,
+        tags: Sequence[str] = (),
+        condition: str | None = None,
+        params: Sequence[Any] = (),
+    ) -> list[int]:
+        """Rowids (ascending) of the chunks a read filter allows: of ``session_ids``
+        (None: any; empty: none), carrying every tag of ``tags``, passing ``condition``
+        (SQL on ``chunks AS c`` in this backend's dialect, e.g. the recall store's
+        :meth:`~mindfile.storage.recall.RecallStore.scope_condition`, with ``params``)."""
+        ...
+
+    def chunk_rows(self, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+        """Search hits' columns by rowid, of the chunks that exist: ``(id, chunk_id,
+        session_id, chunk_text, sequence_start, sequence_end, metadata_json,
+        occurred_at or created_at)``."""
+        ...
+
+    def chunk_ends(self, rowids: Sequence[int]) -> dict[int, int]:
+        """``sequence_end`` by rowid (ties go to the most recent chunk)."""
+        ...
+
+    def scoped_sessions(self, *, user_id: str | None, channel: str | None = None) -> list[str]:
+        """The ids of the sessions of ``user_id`` (and of ``channel`` when given), sorted."""
+        ...
+
+    def source_sessions(self, *, files: bool) -> list[str]:
+        """The sessions of synced folders (``files:...``), or all the others."""
         ...
 
 
@@ -61,6 +105,15 @@ WHERE NOT EXISTS (SELECT 1 FROM chunks_vec WHERE chunk_rowid = value)
 TIMES = """
 SELECT id, coalesce(occurred_at, created_at) FROM chunks
 WHERE id IN (SELECT value FROM json_each(?))
+"""
+
+STATEMENTS = """
+SELECT id, chunk_text, metadata_json FROM chunks
+WHERE id IN (SELECT value FROM json_each(?))
+"""
+
+STATEMENTS_AFTER = """
+SELECT id, chunk_text, metadata_json FROM chunks WHERE id > ? ORDER BY id LIMIT ?
 """
 
 ROWIDS_WHERE = "SELECT c.id FROM chunks AS c WHERE 1{condition}"
@@ -88,6 +141,36 @@ class SqliteSearchStore:
         rows = self.db.query(TIMES, (json.dumps(list(rowids)),))
         return [(int(rowid), str(text)) for rowid, text in rows]
 
+    def chunk_statements(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
+        rows = self.db.query(STATEMENTS, (json.dumps(list(rowids)),))
+        return [(int(r), str(t), str(m)) for r, t, m in rows]
+
+    def statements_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
+        rows = self.db.query(STATEMENTS_AFTER, (rowid, limit))
+        return [(int(r), str(t), str(m)) for r, t, m in rows]
+
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
         rows = self.db.query(ROWIDS_WHERE.format(condition=condition), list(params))
         return [int(r[0]) for r in rows]
+
+    def rowids_matching(
+        self,
+        session_ids: Sequence[str] | None,
+        tags: Sequence[str] = (),
+        condition: str | None = None,
+        params: Sequence[Any] = (),
+    ) -> list[int]:
+        sql, all_params = filter_clause(session_ids, tags, condition, params)
+        return sorted(self.rowids_where(sql, all_params))
+
+    def chunk_rows(self, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+        return log.chunk_rows(self.db, rowids)
+
+    def chunk_ends(self, rowids: Sequence[int]) -> dict[int, int]:
+        return log.chunk_ends(self.db, rowids)
+
+    def scoped_sessions(self, *, user_id: str | None, channel: str | None = None) -> list[str]:
+        return log.scoped_sessions(self.db, user_id=user_id, channel=channel)
+
+    def source_sessions(self, *, files: bool) -> list[str]:
+        return log.source_sessions(self.db, files=files)

@@ -94,7 +94,7 @@ def _exact_runs_on(db: PgDatabase) -> bool:
     """Whether the exact index can read this Postgres store: it needs an index source
     for it (``storage/index_source.py`` hands out the SQLite one until a Postgres one
     exists) and the database's change token to know when to catch up."""
-    source = index_source(db)  # type: ignore[arg-type]
+    source = index_source(db)
     return not isinstance(source, SqliteIndexSourceStore) and hasattr(db, "change_token")
 
 

@@ -43,10 +43,11 @@ from mindfile.errors import (
     ConflictError,
     DatabaseConnectionError,
     InvalidInputError,
+    ReadOnlyError,
     StorageError,
 )
 
-__all__ = ["PgDatabase", "Row", "redact"]
+__all__ = ["ConnectionLock", "PgDatabase", "Row", "redact"]
 
 Row = tuple[Any, ...]
 Params = Sequence[Any] | dict[str, Any] | None
@@ -72,12 +73,69 @@ def redact(url: str) -> str:
 
 
 class _Local(threading.local):
-    """One thread's view: its transaction's connection and the last row count."""
+    """One thread's view: its transaction's connection, the connection it holds with
+    :attr:`PgDatabase.lock`, and the last row count."""
 
     conn: psycopg.Connection[Any] | None = None
     depth: int = 0
     writing: int = 0
     rowcount: int = -1
+    pinned: psycopg.Connection[Any] | None = None
+    pinned_cm: contextlib.AbstractContextManager[psycopg.Connection[Any]] | None = None
+    lock_depth: int = 0
+
+
+class ConnectionLock:
+    """:attr:`PgDatabase.lock`: a re-entrant lock whose holder also holds a connection.
+
+    A thread outside a transaction takes a pooled connection *before* it waits for the
+    lock, and keeps it (every statement it runs while holding the lock uses it) until it
+    releases the lock. So the holder never waits for the pool: threads inside
+    transactions (each holding a connection) may wait for the lock, and with a plain
+    lock its holder could then wait for a free connection forever (the pool exhausted
+    by its waiters), which a thread stress test hit at once.
+    """
+
+    def __init__(self, db: PgDatabase) -> None:
+        self._db = db
+        self._rlock = threading.RLock()
+
+    def acquire(self) -> bool:
+        local = self._db._local
+        if local.lock_depth == 0 and local.conn is None and local.pinned is None:
+            cm = self._db._pooled()
+            local.pinned = cm.__enter__()
+            local.pinned_cm = cm
+        try:
+            self._rlock.acquire()
+        except BaseException:
+            self._unpin()
+            raise
+        local.lock_depth += 1
+        return True
+
+    def release(self) -> None:
+        local = self._db._local
+        local.lock_depth -= 1
+        self._rlock.release()
+        if local.lock_depth == 0:
+            self._unpin()
+
+    def _unpin(self) -> None:
+        local = self._db._local
+        cm, local.pinned, local.pinned_cm = local.pinned_cm, None, None
+        if cm is not None:
+            cm.__exit__(None, None, None)
+
+    def owned(self) -> bool:
+        """Whether the calling thread holds the lock."""
+        return self._db._local.lock_depth > 0
+
+    def __enter__(self) -> bool:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 class PgDatabase:
@@ -90,6 +148,7 @@ class PgDatabase:
         min_size: int = 1,
         max_size: int = 8,
         timeout: float = CONNECT_TIMEOUT,
+        readonly: bool = False,
     ) -> None:
         scheme = url.split("://", 1)[0].lower() if "://" in url else ""
         if scheme not in ("postgresql", "postgres"):
@@ -102,9 +161,22 @@ class PgDatabase:
         self._url = url
         #: The URL as it may be shown (no password).
         self.display = redact(url)
-        self.readonly = False
+        #: What messages and ``Mindfile.path`` show for this store (no password).
+        self.path = self.display
+        #: Read-only: every connection's transactions are ``READ ONLY``
+        #: (``default_transaction_read_only``), :meth:`atomic` raises
+        #: :class:`~mindfile.errors.ReadOnlyError`, and so does any write statement.
+        self.readonly = readonly
+        #: There is no store file: derived indexes live in the heap and publish nothing
+        #: next to it (what SQLite's ``Database.in_memory`` means to them).
+        self.in_memory = True
+        #: Damaged text repaired by reads (SQLite's problem: Postgres refuses invalid
+        #: UTF-8 on the way in, so it stays empty; reconcile reads it on both backends).
+        self.repaired_text: list[str] = []
+        self._tokenizer_db: Any = None
         self._local = _Local()
-        self._lock = threading.RLock()
+        self._lock = ConnectionLock(self)
+        self._state_lock = threading.Lock()  # this object's own fields
         self._closed = False
         self._commits = 0
         # One direct connection first: a wrong host or password is a typed error at
@@ -117,7 +189,7 @@ class PgDatabase:
             kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout))},
             timeout=timeout,
             name="mindfile",
-            configure=_configure,
+            configure=_configure_read_only if readonly else _configure,
             open=True,
         )
 
@@ -138,11 +210,20 @@ class PgDatabase:
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[Any]]:
-        """The thread's transaction connection, or a pooled one for one statement."""
-        conn = self._local.conn
+        """The thread's transaction connection, the one it holds with :attr:`lock`, or a
+        pooled one for one statement."""
+        conn = self._local.conn or self._local.pinned
         if conn is not None:
             yield conn
             return
+        with self._pooled() as pooled:
+            yield pooled
+
+    @contextlib.contextmanager
+    def _pooled(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection from the pool (typed errors when there is none)."""
+        if self._closed:  # as SQLite's closed connection: a StorageError, not the pool's
+            raise StorageError(f"the store {self.display} is closed")
         try:
             with self._pool.connection() as pooled:
                 yield pooled
@@ -244,9 +325,40 @@ class PgDatabase:
         """Rows changed by this thread's last statement."""
         return max(0, self._local.rowcount)
 
+    def data_version(self) -> int:
+        """Changes whenever anything was committed, by this process or another: the WAL
+        insert position (``pg_current_wal_insert_lsn()``; docs/postgres.md, "Change
+        stamp"). Postgres has no per-database ``PRAGMA data_version``; this one also
+        moves for writes elsewhere on the server, which costs the caller a re-read."""
+        return int(self.scalar("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint"))
+
+    def change_token(self) -> tuple[int, int]:
+        """What derived indexes compare to know when to catch up (SQLite's
+        ``Database.change_token``): :meth:`data_version` (every commit anywhere moves
+        it, this process's own too) and this database's commit count."""
+        return self.data_version(), self._commits
+
+    def held_by_me(self) -> bool:
+        """Whether the calling thread is inside :meth:`atomic` or :meth:`snapshot` (or
+        holds :attr:`lock`): what SQLite's ``Database.held_by_me`` tells the derived
+        indexes (do not wait for a catch-up, do not start one, from here)."""
+        return self._local.depth > 0 or self._lock.owned()
+
+    def fts5_tokenizer(self, name: str, args: list[str]) -> Any:
+        """SQLite's FTS5 tokenizer (apsw, a core dependency, on a private in-memory
+        connection): the in-process BM25 index tokenises Postgres text exactly as it
+        does SQLite's, so both backends score alike (docs/postgres.md)."""
+        import apsw
+
+        with self._state_lock:
+            if self._tokenizer_db is None:
+                self._tokenizer_db = apsw.Connection(":memory:")
+            return self._tokenizer_db.fts5_tokenizer(name, args)
+
     @property
-    def lock(self) -> threading.RLock:
-        """A re-entrant lock for callers that group statements as one step.
+    def lock(self) -> ConnectionLock:
+        """A re-entrant lock for callers that group statements as one step (the derived
+        indexes' catch-up); its holder also holds one connection (:class:`ConnectionLock`).
 
         Unlike SQLite's, it does not serialise the database: threads have their own
         connections, and :meth:`changes` is per thread already.
@@ -258,6 +370,10 @@ class PgDatabase:
     @contextlib.contextmanager
     def atomic(self) -> Iterator[PgDatabase]:
         """A transaction; nested calls become savepoints. All or nothing."""
+        if self.readonly:
+            raise ReadOnlyError(
+                f"{self.display} is open read-only; open it without read_only=True to write"
+            )
         local = self._local
         if local.conn is not None:
             with _translate(self._url), local.conn.transaction():
@@ -276,7 +392,7 @@ class PgDatabase:
                     yield self
             finally:
                 local.conn, local.depth, local.writing = None, 0, 0
-            with self._lock:
+            with self._state_lock:
                 self._commits += 1
 
     @contextlib.contextmanager
@@ -322,10 +438,12 @@ class PgDatabase:
 
     def close(self) -> None:
         """Close every pooled connection."""
-        with self._lock:
+        with self._state_lock:
             if not self._closed:
                 self._closed = True
                 self._pool.close()
+                if self._tokenizer_db is not None:
+                    self._tokenizer_db.close()
 
     @property
     def closed(self) -> bool:
@@ -348,6 +466,13 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
     """Per new connection: pgvector's types (numpy arrays in and out) once they exist."""
     if TypeInfo.fetch(conn, "vector") is not None:
         register_vector(conn)
+
+
+def _configure_read_only(conn: psycopg.Connection[Any]) -> None:
+    """:func:`_configure`, and every transaction of the connection ``READ ONLY`` (the
+    server then refuses any write, whatever the statement)."""
+    _configure(conn)
+    conn.execute("SET default_transaction_read_only = on")
 
 
 def _reason(exc: BaseException, url: str) -> str:
@@ -381,6 +506,8 @@ def _translate(url: str) -> Iterator[None]:
     """Turn psycopg's exceptions into Mindfile's error tree."""
     try:
         yield
+    except psycopg.errors.ReadOnlySqlTransaction as exc:
+        raise ReadOnlyError(f"the store is read-only: {_reason(exc, url)}") from exc
     except psycopg.errors.IntegrityError as exc:
         raise ConflictError(f"constraint violated: {_reason(exc, url)}") from exc
     except (psycopg.errors.DataError, psycopg.errors.NumericValueOutOfRange) as exc:

@@ -1,9 +1,9 @@
 """Postgres implementations of the read path's stores: search and recall.
 
 Same contracts as :mod:`mindfile.storage.search` and :mod:`mindfile.storage.recall`.
-The read path itself (``retrieve/``, ``context/``) still builds the SQLite stores over
-the SQLite ``Database`` (docs/postgres.md, "Status"); these are what it will use on
-Postgres. Read filters are SQL conditions on ``chunks AS c`` in the backend's dialect:
+The read path (``retrieve/``, ``context/``) gets them for a :class:`PgDatabase` from
+:mod:`mindfile.storage.backend`. Read filters are SQL conditions on ``chunks AS c`` in
+the backend's dialect:
 :func:`scope_where` is :meth:`mindfile.storage.recall.Scope.where` for Postgres, and
 :meth:`PgSearchStore.rowids_where` takes conditions with psycopg placeholders.
 """
@@ -18,7 +18,7 @@ import numpy as np
 from mindfile.storage.postgres.db import PgDatabase
 from mindfile.storage.recall import CandidateRow, Scope
 
-__all__ = ["PgRecallStore", "PgSearchStore", "scope_where"]
+__all__ = ["PgRecallStore", "PgSearchStore", "filter_clause", "scope_where"]
 
 # -- search ------------------------------------------------------------------------------
 
@@ -44,7 +44,50 @@ TIMES = """
 SELECT id, coalesce(occurred_at, created_at) FROM chunks WHERE id = ANY(%s::bigint[]) ORDER BY id
 """
 
+STATEMENTS = """
+SELECT id, chunk_text, metadata_json FROM chunks WHERE id = ANY(%s::bigint[]) ORDER BY id
+"""
+
+STATEMENTS_AFTER = """
+SELECT id, chunk_text, metadata_json FROM chunks WHERE id > %s ORDER BY id LIMIT %s
+"""
+
 ROWIDS_WHERE = "SELECT c.id FROM chunks AS c WHERE true{condition}"
+
+HIT_ROWS = """
+SELECT id, chunk_id, session_id, chunk_text, sequence_start, sequence_end, metadata_json,
+       coalesce(occurred_at, created_at)
+FROM chunks WHERE id = ANY(%s::bigint[])
+"""
+
+ENDS = "SELECT id, sequence_end FROM chunks WHERE id = ANY(%s::bigint[])"
+
+SOURCE_SESSIONS = "SELECT session_id FROM sessions WHERE session_id {op} %s"
+
+# Every tag in the chunk's metadata tags (a JSON array), as SQLite's json_each test.
+TAG = " AND (c.metadata_json::jsonb -> 'tags') @> jsonb_build_array(%s::text)"
+
+
+def filter_clause(
+    session_ids: Sequence[str] | None,
+    tags: Sequence[str] = (),
+    condition: str | None = None,
+    params: Sequence[Any] = (),
+) -> tuple[str, list[Any]]:
+    """A read filter as ``" AND ..."`` on ``chunks AS c`` in Postgres terms, and its
+    parameters (:func:`mindfile.storage.fulltext.filter_clause`'s rules; ``condition``
+    must already be Postgres SQL, e.g. :func:`scope_where`'s)."""
+    if session_ids is not None and not session_ids:
+        return " AND false", []
+    sql, out = "", list[Any]()
+    if session_ids is not None:
+        sql += " AND c.session_id = ANY(%s::text[])"
+        out.append(list(session_ids))
+    sql += "".join(TAG for _ in tags)
+    out += list(tags)
+    if condition:
+        sql += f" AND ({condition})"
+    return sql, [*out, *params]
 
 
 class PgSearchStore:
@@ -69,9 +112,55 @@ class PgSearchStore:
         rows = self.db.query(TIMES, ([int(r) for r in rowids],))
         return [(int(rowid), str(text)) for rowid, text in rows]
 
+    def chunk_statements(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
+        rows = self.db.query(STATEMENTS, ([int(r) for r in rowids],))
+        return [(int(r), str(t), str(m)) for r, t, m in rows]
+
+    def statements_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
+        rows = self.db.query(STATEMENTS_AFTER, (rowid, limit))
+        return [(int(r), str(t), str(m)) for r, t, m in rows]
+
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
         rows = self.db.query(ROWIDS_WHERE.format(condition=condition), list(params))
         return [int(r[0]) for r in rows]
+
+    def rowids_matching(
+        self,
+        session_ids: Sequence[str] | None,
+        tags: Sequence[str] = (),
+        condition: str | None = None,
+        params: Sequence[Any] = (),
+    ) -> list[int]:
+        sql, all_params = filter_clause(session_ids, tags, condition, params)
+        return sorted(self.rowids_where(sql, all_params))
+
+    def chunk_rows(self, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+        if not rowids:
+            return {}
+        rows = self.db.query(HIT_ROWS, ([int(r) for r in rowids],))
+        return {int(r[0]): r for r in rows}
+
+    def chunk_ends(self, rowids: Sequence[int]) -> dict[int, int]:
+        if not rowids:
+            return {}
+        rows = self.db.query(ENDS, ([int(r) for r in rowids],))
+        return {int(r): int(e) for r, e in rows}
+
+    def scoped_sessions(self, *, user_id: str | None, channel: str | None = None) -> list[str]:
+        if user_id is None and channel is None:
+            raise ValueError("scoped_sessions needs a user_id or a channel")
+        sql, params = "SELECT session_id FROM sessions WHERE true", []
+        if user_id is not None:
+            sql += " AND user_id = %s"
+            params.append(user_id)
+        if channel is not None:
+            sql += " AND channel = %s"
+            params.append(channel)
+        return [str(r[0]) for r in self.db.query(sql + " ORDER BY session_id", params)]
+
+    def source_sessions(self, *, files: bool) -> list[str]:
+        sql = SOURCE_SESSIONS.format(op="LIKE" if files else "NOT LIKE")
+        return [str(r[0]) for r in self.db.query(sql, ("files:%",))]
 
 
 # -- recall ------------------------------------------------------------------------------
@@ -143,7 +232,7 @@ ORDER BY c.pinned DESC, c.importance DESC, c.created_at DESC, c.id DESC LIMIT %s
 CHUNKS = """
 SELECT c.id, c.chunk_id, c.session_id, c.chunk_text, c.sequence_end, c.metadata_json,
        c.created_at, c.content_hash, c.importance, c.pinned, v.embedding,
-       coalesce(c.last_accessed_at, c.created_at)
+       coalesce(c.last_accessed_at, c.created_at), coalesce(c.occurred_at, c.created_at)
 FROM chunks AS c LEFT JOIN chunks_vec AS v ON v.chunk_rowid = c.id
 WHERE c.id = ANY(%s::bigint[])
 ORDER BY c.id
@@ -169,6 +258,9 @@ class PgRecallStore:
         agent, user = row
         return (None if agent is None else str(agent)), (None if user is None else str(user))
 
+    def scope_condition(self, scope: Scope, *, lookback: bool = True) -> tuple[str, list[Any]]:
+        return scope_where(scope, lookback=lookback)
+
     def salient(self, scope: Scope, threshold: float, limit: int) -> list[int]:
         where, params = scope_where(scope, lookback=False)
         rows = self.db.query(SALIENT.format(where=where), [*params, threshold, limit])
@@ -178,7 +270,7 @@ class PgRecallStore:
         out = []
         for row in self.db.query(CHUNKS, (sorted(int(r) for r in rowids),)):
             rowid, chunk_id, session_id, text, seq_end, meta, created = row[:7]
-            chash, importance, pinned, vector, last_used = row[7:]
+            chash, importance, pinned, vector, last_used, occurred = row[7:]
             out.append(
                 CandidateRow(
                     rowid=int(rowid),
@@ -193,6 +285,7 @@ class PgRecallStore:
                     pinned=bool(pinned),
                     vector=None if vector is None else _blob(vector),
                     last_used=str(last_used),
+                    occurred_at=str(occurred),
                 )
             )
         return out

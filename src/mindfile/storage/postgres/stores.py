@@ -220,6 +220,8 @@ DELETE_VECTORS = "DELETE FROM chunks_vec WHERE chunk_rowid = ANY(%s::bigint[])"
 # The text index is a generated column: every chunk row has its entry.
 TEXT_ROWS = "SELECT count(*) FROM chunks WHERE search_tsv IS NOT NULL"
 
+MISSING_TEXT_ROWS = "SELECT EXISTS (SELECT 1 FROM chunks WHERE search_tsv IS NULL)"
+
 
 class PgIntegrityStore:
     """:class:`~mindfile.storage.integrity.IntegrityStore` over ``chunks``, pgvector
@@ -257,4 +259,10 @@ class PgIntegrityStore:
         self.db.execute(DELETE_VECTORS, (list(chunk_rowids),))
 
     def rebuild_text_index(self) -> None:
-        self.db.execute("REINDEX INDEX chunks_search")
+        # search_tsv is generated and its GIN index kept by Postgres: they cannot fall
+        # out of step with the text. Counts that differed were read by two statements
+        # while others committed (READ COMMITTED); REINDEX then would only take an
+        # ACCESS EXCLUSIVE lock under the chunk writers' lock and deadlock with readers
+        # waiting for that lock. Rebuilt only if a row really lacks its vector.
+        if self.db.scalar(MISSING_TEXT_ROWS):
+            self.db.execute("REINDEX INDEX chunks_search")
