@@ -179,12 +179,12 @@ def _pg_count(url: str, table: str) -> int:
         return int(db.scalar(f"SELECT count(*) FROM {table}"))
 
 
-def _hits(path: Path, **options: Any) -> list[list[tuple[str, float]]]:
+def _hits(path: str | Path, **options: Any) -> list[list[tuple[str, float]]]:
     with mindfile.open(path, embedder="hash", **options) as mem:
         return [[(h.chunk_id, h.score) for h in mem.search(q, top_k=8)] for q in QUERIES]
 
 
-def assert_same_hits(copy: Path, original: Path, **options: Any) -> None:
+def assert_same_hits(copy: str | Path, original: Path, **options: Any) -> None:
     """The same hits in the same order, scores equal to float32 rounding (~1e-8: the
     copy's derived indexes are built from scratch, the original's grew incrementally,
     and their float32 sums may round differently; rebuilding the original's own
@@ -313,6 +313,28 @@ def test_sqlite_to_postgres_and_back(source: Path, tmp_path: Path, pg_url: str) 
     assert (report.source_backend, report.destination_backend) == ("postgres", "sqlite")
     assert_same_store(source, back)
     assert_same_hits(back, source)
+
+
+def test_the_postgres_copy_opens_with_the_engine(source: Path, pg_url: str) -> None:
+    """mindfile.open(url) on the copy: the same embedder, memory and search hits."""
+    migrate_store(source, pg_url)
+    assert_same_hits(pg_url, source)
+    with mindfile.open(pg_url) as mem:  # the model comes from the copied store_meta
+        assert mem.embedder.model_id == _meta(source)["embedding_model"]
+        assert mem.get_fact("alice", "food", "likes").value == "sushi"  # type: ignore[union-attr]
+        assert [v.value for v in mem.fact_history("alice", "food", "likes")] == ["pizza"]
+        assert mem.read_scratchpad("chat-1").items == ("book flights", "call mum")  # type: ignore[union-attr]
+        assert mem.read_summary_state("chat-1").summary == "Alice moved to Lisbon."  # type: ignore[union-attr]
+        assert {n.note_id for n in mem.list_notes("notes-alice")} == {"n1", "n2"}
+        assert mem.get_quota("user:bob").max_items == 1000  # type: ignore[union-attr]
+        pending = "SELECT count(*) FROM memory_jobs WHERE status = 'pending'"
+        assert mem.job_status().pending == _sqlite_scalar(source, pending) > 0
+        # Writes continue above the copied ids (the identity sequences were set).
+        mem.store("chat-1", 4, {"role": "user", "content": "a message written on Postgres"})
+        assert mem.search("written on Postgres", top_k=1)[0].session_id == "chat-1"
+    with PgDatabase(pg_url) as db:
+        newest = db.scalar("SELECT max(id) FROM chunks")
+    assert newest > _sequences(source)["chunks"]
 
 
 def test_sqlite_to_sqlite(source: Path, tmp_path: Path) -> None:
