@@ -418,6 +418,7 @@ _OPTIONAL_COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("mindfile.cli.mcp", ("mcp",)),
     ("mindfile.cli.sync", ("sync",)),
     ("mindfile.cli.serve", ("serve",)),
+    ("mindfile.cli.migrate", ("migrate_store_command",)),
 )
 
 

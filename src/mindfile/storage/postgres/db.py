@@ -25,13 +25,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import struct
 import threading
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import psycopg
 import psycopg.errors
+import psycopg.sql
 from pgvector.psycopg import register_vector
 from psycopg.types import TypeInfo
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -232,8 +234,12 @@ class PgDatabase:
                 url=self.display,
             ) from None
 
-    def _run(self, sql: str, params: Params, fetch: bool) -> list[Row]:
-        with self._connection() as conn, _translate(self._url), conn.cursor() as cur:
+    def _run(self, sql: str, params: Params, fetch: bool, binary: bool = False) -> list[Row]:
+        with (
+            self._connection() as conn,
+            _translate(self._url),
+            conn.cursor(binary=binary) as cur,
+        ):
             cur.execute(sql, params)
             self._local.rowcount = cur.rowcount
             if not fetch or cur.description is None:
@@ -265,9 +271,45 @@ class PgDatabase:
                     break
         return out
 
-    def query(self, sql: str, params: Params = None) -> list[Row]:
-        """Run a statement and return all rows as tuples."""
-        return self._run(sql, params, fetch=True)
+    def copy_rows(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:
+        """Load ``rows`` into ``table`` (``columns`` in that order) with ``COPY FROM
+        STDIN``, Postgres's bulk path: several times faster than :meth:`executemany`.
+        Triggers fire and generated columns are computed as for ``INSERT``; values given
+        for identity columns are kept (even ``GENERATED ALWAYS``). Part of this
+        thread's transaction inside :meth:`atomic`. Returns the rows loaded."""
+        statement = psycopg.sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
+            psycopg.sql.Identifier(table),
+            psycopg.sql.SQL(", ").join(psycopg.sql.Identifier(c) for c in columns),
+        )
+        count = 0
+        with self._connection() as conn, _translate(self._url), conn.cursor() as cur:
+            # Binary COPY needs each column's type: from the catalog, in column order.
+            cur.execute(_COLUMN_TYPES, (table,))
+            types = {str(name): str(kind) for name, kind in cur.fetchall()}
+            unknown = [c for c in columns if c not in types]
+            if unknown:
+                raise InvalidInputError(f"{table} has no column {', '.join(unknown)}")
+            with cur.copy(statement) as copy:
+                copy.set_types([types[c] for c in columns])
+                for row in rows:
+                    try:
+                        copy.write_row(row)
+                    except (TypeError, ValueError, OverflowError, struct.error) as exc:
+                        # A value of the wrong type or size for its column: psycopg
+                        # refuses it before sending; the COPY and the transaction fail.
+                        raise InvalidInputError(
+                            f"a value the store cannot hold (row {count + 1} of the batch, "
+                            f"columns {', '.join(columns)}): {exc}"
+                        ) from exc
+                    count += 1
+            self._local.rowcount = count
+        return count
+
+    def query(self, sql: str, params: Params = None, *, binary: bool = False) -> list[Row]:
+        """Run a statement and return all rows as tuples. ``binary``: results in
+        Postgres's binary format (no text parsing: much faster for vectors; a pgvector
+        ``Vector``, ``bytes``, ``int``... as in text format)."""
+        return self._run(sql, params, fetch=True, binary=binary)
 
     def query_one(self, sql: str, params: Params = None) -> Row | None:
         """The first row, or None."""
@@ -412,6 +454,12 @@ class PgDatabase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_COLUMN_TYPES = """
+SELECT attname, format_type(atttypid, NULL) FROM pg_attribute
+WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped
+"""
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
