@@ -101,7 +101,8 @@ def test_pruned_top_k_is_exactly_the_exhaustive_one(
             wanted.append((float(rng.choice([1e-6, 0.3, 1.7])), ti))
         # the cached and stored bounds must stay bounds when the average length moves
         # (above the stored cap: computed per process instead)
-        avgdl = pub.total / max(1, pub.n_alive)
+        # (no live document: State.score answers [] before scoring, never with avgdl 0)
+        avgdl = pub.total / pub.n_alive if pub.n_alive else 1.0
         for factor in (1.0, 0.5, 3.0, 1.0, 1.04):
             exhaustive = state._published_top(pub, wanted, avgdl * factor, where, k, prune=False)
             pruned = state._published_top(pub, wanted, avgdl * factor, where, k, prune=True)
