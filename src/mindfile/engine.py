@@ -797,7 +797,9 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         """Schema version, counts, the embedding model and the index."""
         counts = self.stores.integrity.row_counts()
         size = 0
-        if not self.db.in_memory:
+        if not isinstance(self.db, Database):  # Postgres: this store's tables and indexes
+            size = self.db.size_bytes()
+        elif not self.db.in_memory:
             for suffix in ("", "-wal"):
                 p = Path(self.path + suffix)
                 size += p.stat().st_size if p.exists() else 0
@@ -813,8 +815,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             vectors=counts["chunks_vec"],
             size_bytes=size,
             extra={
-                # "sqlite" (size_bytes: the file and its WAL) or "postgres" (size_bytes 0:
-                # the server's, not this store's, to measure)
+                # "sqlite" (size_bytes: the file and its WAL) or "postgres" (size_bytes:
+                # the store's tables with their indexes, in its schema)
                 "backend": "sqlite" if isinstance(self.db, Database) else "postgres",
                 "durability": self.durability,
                 # why vector_index="auto" opened the index it did (None: named explicitly)

@@ -193,3 +193,21 @@ def test_the_cli_takes_a_postgres_url(pg_url: str) -> None:
     out = runner.invoke(cli, ["sessions", "--json", "--db", broken])
     assert out.exit_code != 0 and "db_connection" in out.output
     assert "s3cret" not in out.output
+
+
+def test_info_measures_the_stores_own_schema(pg_server: object, pg_url: str) -> None:
+    """size_bytes is the store's tables with their indexes, in its schema: a second
+    store on the same server does not count the first one's rows."""
+    other = pg_server.fresh_url()  # type: ignore[attr-defined]
+    try:
+        with (
+            mindfile.open(pg_url, embedder="hash") as big,
+            mindfile.open(other, embedder="hash") as empty,
+        ):
+            before = big.info().size_bytes
+            big.store_many([("s", i, "word " * 400 + str(i)) for i in range(300)])
+            after = big.info().size_bytes
+            assert 0 < before < after
+            assert 0 < empty.info().size_bytes < after
+    finally:
+        pg_server.drop(other)  # type: ignore[attr-defined]

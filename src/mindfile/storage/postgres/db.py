@@ -332,6 +332,18 @@ class PgDatabase:
         moves for writes elsewhere on the server, which costs the caller a re-read."""
         return int(self.scalar("SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint"))
 
+    def size_bytes(self) -> int:
+        """Disk used by this store's tables with their indexes and TOAST: the relations
+        of the schema its tables resolve to (``search_path``), so one schema's store is
+        measured, not the server's other databases or schemas."""
+        return int(
+            self.scalar(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c "
+                "WHERE c.relkind IN ('r', 'm') AND c.relnamespace = "
+                "(SELECT relnamespace FROM pg_class WHERE oid = 'chunks'::regclass)"
+            )
+        )
+
     def change_token(self) -> tuple[int, int]:
         """What derived indexes compare to know when to catch up (SQLite's
         ``Database.change_token``): :meth:`data_version` (every commit anywhere moves
