@@ -43,10 +43,23 @@ def tokens_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[mindfile.Mindfile]:
-    with mindfile.open(tmp_path_factory.mktemp("db") / "http.db", embedder="hash") as mem:
-        yield mem
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def engine(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[mindfile.Mindfile]:
+    """The module's engine, on each backend: a store file, or a fresh schema of the
+    session's Postgres server (the HTTP layer must behave the same on both)."""
+    if request.param == "sqlite":
+        with mindfile.open(tmp_path_factory.mktemp("db") / "http.db", embedder="hash") as mem:
+            yield mem
+        return
+    pg_server = request.getfixturevalue("pg_server")
+    url = pg_server.fresh_url()
+    try:
+        with mindfile.open(url, embedder="hash") as mem:
+            yield mem
+    finally:
+        pg_server.drop(url)
 
 
 @pytest.fixture(scope="module")
