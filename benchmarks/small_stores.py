@@ -153,13 +153,7 @@ def floor_range(width: float) -> Norm:
     leg spans ``width``."""
 
     def norm(scores: Sequence[float]) -> list[float]:
-        if not scores:
-            return []
-        lo, hi = min(scores), max(scores)
-        span = max(hi - lo, width)
-        if span <= 1e-12:
-            return [1.0] * len(scores)
-        return [(s - lo) / span for s in scores]
+        return fusion.floored_min_max(scores, width)  # as the search runs it
 
     return norm
 
