@@ -16,6 +16,7 @@ import json
 import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from mindfile.errors import (
     ConflictError,
@@ -107,8 +108,9 @@ def _clock(now: TimeLike | None) -> datetime:
     return current
 
 
-class SqliteSchedulerStore:
-    """Schedules and runs in the ``schedules``/``schedule_runs`` tables of ``db``.
+class SchedulerStoreBase:
+    """What the SQLite and Postgres scheduler stores share: their options, :meth:`add`,
+    and the validation of :meth:`create` (each backend writes in its own SQL).
 
     ``min_interval_secs`` is the shortest cadence accepted on create and update;
     ``max_schedules_per_user`` caps how many schedules one user may hold (an agent
@@ -117,7 +119,7 @@ class SqliteSchedulerStore:
 
     def __init__(
         self,
-        db: Database,
+        db: Any,
         *,
         min_interval_secs: int = 60,
         max_schedules_per_user: int = 500,
@@ -158,7 +160,11 @@ class SqliteSchedulerStore:
     def create(
         self, definition: ScheduleDefinition, *, now: TimeLike | None = None
     ) -> ScheduleDefinition:
-        """Validate and insert; an active schedule without ``next_run_at`` gets one."""
+        raise NotImplementedError
+
+    def _checked(self, definition: ScheduleDefinition, now: TimeLike | None) -> ScheduleDefinition:
+        """``definition`` validated for :meth:`create`; an active one without
+        ``next_run_at`` gets one."""
         if not isinstance(definition, ScheduleDefinition):
             raise InvalidInputError(
                 f"definition must be a ScheduleDefinition, not {type(definition).__name__}"
@@ -174,6 +180,20 @@ class SqliteSchedulerStore:
         if definition.status is ScheduleStatus.ACTIVE and definition.next_run_at is None:
             upcoming = next_run_for_cadence(definition.cadence, current)
             definition = replace(definition, next_run_at=iso_or_none(upcoming))
+        return definition
+
+
+class SqliteSchedulerStore(SchedulerStoreBase):
+    """Schedules and runs in the ``schedules``/``schedule_runs`` tables of ``db``
+    (options: :class:`SchedulerStoreBase`)."""
+
+    db: Database
+
+    def create(
+        self, definition: ScheduleDefinition, *, now: TimeLike | None = None
+    ) -> ScheduleDefinition:
+        """Validate and insert; an active schedule without ``next_run_at`` gets one."""
+        definition = self._checked(definition, now)
         with self.db.atomic():
             if self.db.scalar(SELECT_SCHEDULE, (definition.schedule_id,)) is not None:
                 raise ConflictError(f"schedule {definition.schedule_id} already exists")

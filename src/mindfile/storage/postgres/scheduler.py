@@ -14,30 +14,20 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from mindfile.errors import ConflictError, InvalidInputError, LimitExceededError, NotFoundError
 from mindfile.scheduler._checks import MAX_INT, check_int, check_key, check_ref, check_seconds
 from mindfile.scheduler._rules import (
-    MAX_GOAL_CHARS,
     MAX_PAGE_SIZE,
-    check_channel,
     check_limit,
-    check_name,
-    check_text,
-    new_schedule,
     plan_update,
 )
 from mindfile.scheduler._time import TimeLike, iso, iso_or_none, now_utc
-from mindfile.scheduler.cadence import next_run_for_cadence, validate_cadence
 from mindfile.scheduler.protocol import SchedulerStore
 from mindfile.scheduler.types import (
-    MAX_INTERVAL_SECS,
-    NotificationPolicy,
     RunStatus,
-    ScheduleCadence,
     ScheduleClaim,
     ScheduleDefinition,
     SchedulePatch,
@@ -56,7 +46,7 @@ from mindfile.storage._schedules_sql import (
     schedule_params,
 )
 from mindfile.storage.postgres.db import PgDatabase
-from mindfile.storage.schedules import MAX_LEASE_SECS
+from mindfile.storage.schedules import MAX_LEASE_SECS, SchedulerStoreBase
 from mindfile.storage.schedules import _clock as clock
 
 __all__ = ["PgSchedulerStore"]
@@ -158,69 +148,17 @@ def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-class PgSchedulerStore:
+class PgSchedulerStore(SchedulerStoreBase):
     """Schedules and runs in the ``schedules``/``schedule_runs`` tables of a Postgres
-    database; options as :class:`~mindfile.scheduler.SqliteSchedulerStore`'s."""
+    database; options as :class:`~mindfile.storage.schedules.SchedulerStoreBase`'s."""
 
-    def __init__(
-        self,
-        db: PgDatabase,
-        *,
-        min_interval_secs: int = 60,
-        max_schedules_per_user: int = 500,
-    ) -> None:
-        check_int(min_interval_secs, "min_interval_secs", maximum=MAX_INTERVAL_SECS)
-        check_int(max_schedules_per_user, "max_schedules_per_user")
-        self.db = db
-        self.min_interval_secs = min_interval_secs
-        self.max_schedules_per_user = max_schedules_per_user
-
-    # -- schedules ------------------------------------------------------------------
-
-    def add(
-        self,
-        *,
-        user_id: str,
-        goal: str,
-        cadence: ScheduleCadence,
-        name: str | None = None,
-        notification_policy: NotificationPolicy | str = NotificationPolicy.ALWAYS,
-        channel_id: str | None = None,
-        channel_context_id: str | None = None,
-        now: TimeLike | None = None,
-    ) -> ScheduleDefinition:
-        """Convenience: :func:`~mindfile.scheduler.new_schedule` then :meth:`create`."""
-        definition = new_schedule(
-            user_id=user_id,
-            goal=goal,
-            cadence=cadence,
-            name=name,
-            notification_policy=notification_policy,
-            channel_id=channel_id,
-            channel_context_id=channel_context_id,
-            now=now,
-        )
-        return self.create(definition, now=now)
+    db: PgDatabase
 
     def create(
         self, definition: ScheduleDefinition, *, now: TimeLike | None = None
     ) -> ScheduleDefinition:
         """Validate and insert; an active schedule without ``next_run_at`` gets one."""
-        if not isinstance(definition, ScheduleDefinition):
-            raise InvalidInputError(
-                f"definition must be a ScheduleDefinition, not {type(definition).__name__}"
-            )
-        current = clock(now)
-        check_ref(definition.schedule_id, "schedule_id")
-        check_text(definition.user_id, "user_id", 200)
-        check_text(definition.goal, "goal", MAX_GOAL_CHARS)
-        check_name(definition.name)
-        check_channel(definition.channel_id, "channel_id")
-        check_channel(definition.channel_context_id, "channel_context_id")
-        validate_cadence(definition.cadence, self.min_interval_secs, now=current)
-        if definition.status is ScheduleStatus.ACTIVE and definition.next_run_at is None:
-            upcoming = next_run_for_cadence(definition.cadence, current)
-            definition = replace(definition, next_run_at=iso_or_none(upcoming))
+        definition = self._checked(definition, now)
         with self.db.atomic():
             self.db.execute(LOCK_USER, (definition.user_id,))
             if self.db.scalar(SELECT_SCHEDULE, (definition.schedule_id,)) is not None:
