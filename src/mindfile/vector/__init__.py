@@ -97,7 +97,7 @@ def _make_postgres_index(name: str, db: PgDatabase, dims: int) -> VectorIndex:
 
         return PgVectorIndex(db, dims)
     if name == "exact":
-        return ExactIndex(db, dims)  # type: ignore[arg-type]  # the heap: no store file
+        return ExactIndex(db, dims)  # in the heap: no store file
     reason = _NOT_ON_POSTGRES.get(name)
     if reason is not None:
         raise ConfigError(
@@ -123,7 +123,7 @@ def choose_index(db: Database | PgDatabase) -> tuple[str, str]:
     so below that size the exact index keeps SQLite's recall."""
     pg = _postgres(db)
     if pg is not None:
-        if vector_max(pg) < AUTO_ANN_CHUNKS:  # type: ignore[arg-type]
+        if vector_max(pg) < AUTO_ANN_CHUNKS:
             return "exact", f"auto: exact below {AUTO_ANN_CHUNKS:,} chunks (in the heap)"
         return "pgvector", "auto: pgvector (HNSW inside the Postgres store)"
     db = cast(Database, db)

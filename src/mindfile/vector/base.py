@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mindfile.embed.base import Vector
+from mindfile.storage.backend import AnyDatabase
 from mindfile.storage.db import Database
 from mindfile.storage.index_source import VectorRows, blob_matrix, index_source
 
@@ -115,6 +116,6 @@ def row_dots(
     return matrix @ q
 
 
-def vector_max(db: Database) -> int:
+def vector_max(db: AnyDatabase) -> int:
     """The highest ``chunk_rowid`` in ``chunks_vec`` (a b-tree seek, not a scan)."""
     return index_source(db).vector_max_id()

@@ -39,7 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mindfile.embed.base import Vector
-from mindfile.storage.db import Database
+from mindfile.storage.backend import AnyDatabase
 from mindfile.storage.index_source import index_source
 from mindfile.vector.base import VectorFilter, row_dots
 
@@ -88,7 +88,7 @@ class ExactIndex:
 
     def __init__(
         self,
-        db: Database,
+        db: AnyDatabase,
         dims: int,
         *,
         quantize_from: int = QUANTIZE_FROM,
