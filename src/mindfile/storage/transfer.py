@@ -68,7 +68,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -81,14 +81,31 @@ from mindfile.errors import (
     NotFoundError,
     StorageError,
 )
+from mindfile.storage.backend import AnyDatabase
 from mindfile.storage.db import POSTGRES_SCHEMES, Database, Row
+from mindfile.storage.index_source import STORE_ID_KEY
 from mindfile.storage.migrations import apply_migrations, schema_version
 
+if TYPE_CHECKING:
+    from mindfile.storage.postgres.db import PgDatabase
+
+from mindfile.storage.transfer_tables import (
+    CHANGE_LOGS,
+    DERIVED_COLUMNS,
+    DERIVED_META,
+    SKIPPED,
+    TABLES,
+    VECTOR,
+    Table,
+)
+
 __all__ = [
+    "CHANGE_LOGS",
     "DERIVED_COLUMNS",
     "DERIVED_META",
     "SKIPPED",
     "TABLES",
+    "Table",
     "TableCount",
     "TransferReport",
     "TransferVerifyError",
@@ -109,267 +126,6 @@ class TransferVerifyError(StorageError):
     committed. ``details``: ``table``, ``source_rows``, ``destination_rows``."""
 
     code = "transfer_verify"
-
-
-@dataclass(frozen=True, slots=True)
-class Table:
-    """One copied table: its columns (the same names on both backends), its primary key
-    (paging and checksum), and its id counter if it has one."""
-
-    name: str
-    columns: tuple[str, ...]
-    key: tuple[str, ...]
-    #: The column whose counter (AUTOINCREMENT / identity) is raised after the copy.
-    counter: str | None = None
-    #: SQLite's implicit ``rowid``, an explicit ``GENERATED ALWAYS`` identity on Postgres.
-    rowid: bool = False
-
-
-_CHUNK_COLUMNS = (
-    "id",
-    "chunk_id",
-    "session_id",
-    "chunk_text",
-    "content_hash",
-    "sequence_start",
-    "sequence_end",
-    "metadata_json",
-    "created_at",
-    "context_before",
-    "context_after",
-    "importance",
-    "pinned",
-    "expires_at",
-    "consolidated_at",
-    "last_accessed_at",
-    "access_count",
-    "text_hash",
-    "file_id",
-    "occurred_at",
-)
-
-#: The vector column's logical name; each backend names it its own way.
-VECTOR = "embedding"
-
-#: Every copied table but ``store_meta``, parents before children.
-TABLES: tuple[Table, ...] = (
-    Table(
-        "sessions",
-        (
-            "rowid",
-            "session_id",
-            "agent_identity",
-            "created_at",
-            "updated_at",
-            "user_id",
-            "channel",
-            "sequence_high_water",
-        ),
-        ("rowid",),
-        counter="rowid",
-        rowid=True,
-    ),
-    Table(
-        "conversation_events",
-        ("session_id", "sequence", "payload_json", "created_at", "occurred_at"),
-        ("session_id", "sequence"),
-    ),
-    Table("session_state", ("session_id", "state_json", "updated_at"), ("session_id",)),
-    Table(
-        "files",
-        (
-            "id",
-            "session_id",
-            "root",
-            "path",
-            "content_hash",
-            "size",
-            "mtime_ns",
-            "chunk_count",
-            "indexed_at",
-        ),
-        ("id",),
-        counter="id",
-    ),
-    Table("chunks", _CHUNK_COLUMNS, ("id",), counter="id"),
-    Table("chunks_vec", ("chunk_rowid", VECTOR, "embedding_model"), ("chunk_rowid",)),
-    Table(
-        "event_chunks",
-        ("session_id", "sequence", "chunk_rowid"),
-        ("session_id", "sequence", "chunk_rowid"),
-    ),
-    Table("notes", ("session_id", "note_id", "sequence"), ("session_id", "note_id")),
-    Table(
-        "facts",
-        ("id", "scope", "category", "key", "value", "source", "created_at", "updated_at"),
-        ("id",),
-        counter="id",
-    ),
-    Table(
-        "fact_history",
-        (
-            "id",
-            "scope",
-            "category",
-            "key",
-            "value",
-            "source",
-            "created_at",
-            "updated_at",
-            "superseded_at",
-            "reason",
-        ),
-        ("id",),
-        counter="id",
-    ),
-    Table(
-        "quotas",
-        (
-            "scope",
-            "max_items",
-            "max_bytes",
-            "policy",
-            "evicted_items",
-            "evicted_bytes",
-            "created_at",
-            "updated_at",
-        ),
-        ("scope",),
-    ),
-    Table(
-        "consolidations",
-        (
-            "id",
-            "kind",
-            "session_id",
-            "chunk_id",
-            "sequence_start",
-            "sequence_end",
-            "sources_json",
-            "created_at",
-        ),
-        ("id",),
-        counter="id",
-    ),
-    Table(
-        "memory_jobs",
-        (
-            "job_id",
-            "chunk_rowid",
-            "status",
-            "retry_count",
-            "next_retry_at",
-            "last_error",
-            "claim_token",
-            "claimed_by",
-            "claim_expires_at",
-            "created_at",
-            "updated_at",
-        ),
-        ("job_id",),
-        counter="job_id",
-    ),
-    Table(
-        "schedules",
-        (
-            "schedule_id",
-            "user_id",
-            "name",
-            "goal",
-            "cadence_json",
-            "notification_policy",
-            "status",
-            "created_at",
-            "updated_at",
-            "next_run_at",
-            "last_run_at",
-            "last_run_status",
-            "consecutive_failures",
-            "channel_id",
-            "channel_context_id",
-            "claim_token",
-            "claimed_by",
-            "claim_expires_at",
-        ),
-        ("schedule_id",),
-    ),
-    Table(
-        "schedule_runs",
-        (
-            "rowid",
-            "run_id",
-            "schedule_id",
-            "scheduled_for",
-            "started_at",
-            "finished_at",
-            "status",
-            "output_summary",
-            "output",
-            "turn_count",
-            "cost",
-            "notified",
-        ),
-        ("rowid",),
-        counter="rowid",
-        rowid=True,
-    ),
-    Table(
-        "llm_failures",
-        (
-            "id",
-            "task",
-            "reason",
-            "message",
-            "model",
-            "scope",
-            "session_id",
-            "raw_excerpt",
-            "details_json",
-            "created_at",
-        ),
-        ("id",),
-        counter="id",
-    ),
-    Table(
-        "embedding_cache",
-        ("model_id", "text_hash", "embedding_blob", "created_at", "last_used_at"),
-        ("model_id", "text_hash"),
-    ),
-)
-
-#: ``store_meta`` keys of the source's derived state, never copied (module docstring).
-DERIVED_META = frozenset(
-    {
-        "ann_store_id",
-        "purge_pending",
-        "sqlite_vec_dims",
-        "sqlite_vec_changes_seen",
-        "sqlite_vec_synced_max",
-        "reembed_owner",
-        "reembed_target",
-    }
-)
-
-#: The destination's fresh store id (what derived index manifests record).
-STORE_ID_KEY = "ann_store_id"
-
-#: Tables a store holds that are not copied, and why (all derived or bookkeeping).
-SKIPPED: dict[str, str] = {
-    "chunks_changes": "change log of derived indexes; emptied on the destination",
-    "chunks_vec_changes": "change log of derived indexes; emptied on the destination",
-    "chunks_fts": "SQLite FTS5 index, filled by the destination's triggers",
-    "chunks_vec_index": "sqlite-vec table, rebuilt from chunks_vec when used",
-    "memory_migrations": "schema bookkeeping of each backend",
-    "sqlite_sequence": "id counters, raised to the source's high-water marks",
-}
-
-#: Columns of copied tables that are not copied: computed by the destination.
-DERIVED_COLUMNS: dict[str, frozenset[str]] = {
-    "chunks": frozenset({"search_tsv"}),  # Postgres: GENERATED ALWAYS AS (...) STORED
-}
-
-#: Change logs emptied on the destination once the copy is in.
-CHANGE_LOGS = ("chunks_changes", "chunks_vec_changes")
 
 
 # -- the report ------------------------------------------------------------------------
@@ -471,8 +227,24 @@ def _vector_position(table: Table) -> int | None:
     return table.columns.index(VECTOR) if VECTOR in table.columns else None
 
 
-class _SqliteSide:
+class _DbSide:
+    """What both sides do through their database alone."""
+
+    db: AnyDatabase
+
+    def snapshot(self) -> contextlib.AbstractContextManager[Any]:
+        return self.db.snapshot()
+
+    def atomic(self) -> contextlib.AbstractContextManager[Any]:
+        return self.db.atomic()
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class _SqliteSide(_DbSide):
     backend = "sqlite"
+    db: Database
 
     def __init__(self, path: str, *, source: bool) -> None:
         self.display = path
@@ -522,18 +294,10 @@ class _SqliteSide:
     def lock_for_copy(self) -> None:
         pass  # atomic() began with BEGIN IMMEDIATE: no other writer until it ends
 
-    def snapshot(self) -> contextlib.AbstractContextManager[Any]:
-        return self.db.snapshot()
 
-    def atomic(self) -> contextlib.AbstractContextManager[Any]:
-        return self.db.atomic()
-
-    def close(self) -> None:
-        self.db.close()
-
-
-class _PgSide:
+class _PgSide(_DbSide):
     backend = "postgres"
+    db: PgDatabase
 
     def __init__(self, url: str, *, source: bool) -> None:
         try:
@@ -613,15 +377,6 @@ class _PgSide:
         lock_chunk_writes(self.db)
         names = ", ".join([*(t.name for t in TABLES), "store_meta", *CHANGE_LOGS])
         self.db.execute(f"LOCK TABLE {names} IN EXCLUSIVE MODE")
-
-    def snapshot(self) -> contextlib.AbstractContextManager[Any]:
-        return self.db.snapshot()
-
-    def atomic(self) -> contextlib.AbstractContextManager[Any]:
-        return self.db.atomic()
-
-    def close(self) -> None:
-        self.db.close()
 
 
 def _vector_value(blob: bytes, row: Row) -> Any:
