@@ -36,8 +36,8 @@ from mindfile.retrieve.search import (
     SearchResults,
     run_search,
 )
-from mindfile.storage.backend import AnyDatabase, scheduler_store
-from mindfile.storage.db import POSTGRES_SCHEMES, Database, utcnow
+from mindfile.storage.backend import AnyDatabase, is_postgres_url, scheduler_store
+from mindfile.storage.db import Database, utcnow
 from mindfile.storage.meta import DIMS_KEY, MODEL_KEY
 from mindfile.storage.migrations import apply_migrations, check_migrations
 from mindfile.storage.stores import Stores, sqlite_stores
@@ -147,13 +147,6 @@ def _close_embedder(embedder: Embedder) -> None:
             logger.warning("closing the embedder failed: %s", exc)
 
 
-def _postgres_url(path: object) -> bool:
-    """Whether ``path`` is a Postgres URL (``postgresql://`` or ``postgres://``)."""
-    if not isinstance(path, str) or "://" not in path:
-        return False
-    return path.split("://", 1)[0].lower() in POSTGRES_SCHEMES
-
-
 #: Vector indexes kept in (or next to) a store file: SQLite only.
 FILE_VECTOR_INDEXES = ("sqlite-vec", "zvec", "lancedb")
 
@@ -220,7 +213,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             raise ConfigError("embedding_cache must be True, False or None")
         if not isinstance(read_only, bool):
             raise ConfigError("read_only must be True or False")
-        postgres = _postgres_url(path)
+        postgres = is_postgres_url(path)
         if postgres:
             _check_postgres_options(vector_index, durability)
         read_only = read_only or (not postgres and _read_only_uri(str(path)))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeAlias, Union
 
-from mindfile.storage.db import Database
+from mindfile.storage.db import POSTGRES_SCHEMES, Database
 
 if TYPE_CHECKING:
     from mindfile.scheduler.protocol import SchedulerStore
@@ -37,6 +37,7 @@ __all__ = [
     "event_store",
     "files_store",
     "is_postgres",
+    "is_postgres_url",
     "lifecycle_store",
     "meta_store",
     "recall_store",
@@ -53,6 +54,14 @@ def is_postgres(db: object) -> bool:
     return not isinstance(db, Database) and type(db).__module__.startswith(
         "mindfile.storage.postgres"
     )
+
+
+def is_postgres_url(locator: object) -> bool:
+    """Whether ``locator`` names a Postgres store (``postgresql://`` / ``postgres://``)."""
+    if not isinstance(locator, str):
+        return False
+    scheme, sep, _ = locator.partition("://")
+    return bool(sep) and scheme.lower() in POSTGRES_SCHEMES
 
 
 def search_store(db: AnyDatabase) -> SearchStore:

@@ -81,8 +81,8 @@ from mindfile.errors import (
     NotFoundError,
     StorageError,
 )
-from mindfile.storage.backend import AnyDatabase
-from mindfile.storage.db import POSTGRES_SCHEMES, Database, Row
+from mindfile.storage.backend import AnyDatabase, is_postgres_url
+from mindfile.storage.db import Database, Row
 from mindfile.storage.index_source import STORE_ID_KEY
 from mindfile.storage.migrations import apply_migrations, schema_version
 
@@ -180,12 +180,6 @@ class TransferReport:
 
 
 # -- the two backends ------------------------------------------------------------------
-
-
-def is_postgres_url(locator: str) -> bool:
-    """Whether ``locator`` names a Postgres store (``postgresql://`` / ``postgres://``)."""
-    scheme, sep, _ = locator.partition("://")
-    return bool(sep) and scheme.lower() in POSTGRES_SCHEMES
 
 
 class _Side(Protocol):
