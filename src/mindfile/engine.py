@@ -36,7 +36,13 @@ from mindfile.retrieve.search import (
     SearchResults,
     run_search,
 )
-from mindfile.storage.backend import AnyDatabase, is_postgres_url, scheduler_store
+from mindfile.storage.backend import (
+    AnyDatabase,
+    check_postgres_options,
+    is_postgres_url,
+    open_postgres,
+    scheduler_store,
+)
 from mindfile.storage.db import Database, utcnow
 from mindfile.storage.meta import DIMS_KEY, MODEL_KEY
 from mindfile.storage.migrations import apply_migrations, check_migrations
@@ -55,7 +61,6 @@ from mindfile.vector import VectorIndex, choose_index, make_index
 
 if TYPE_CHECKING:
     from mindfile.scheduler.protocol import SchedulerStore
-    from mindfile.storage.postgres.db import PgDatabase
 
 logger = logging.getLogger("mindfile")
 
@@ -147,42 +152,6 @@ def _close_embedder(embedder: Embedder) -> None:
             logger.warning("closing the embedder failed: %s", exc)
 
 
-#: Vector indexes kept in (or next to) a store file: SQLite only.
-FILE_VECTOR_INDEXES = ("sqlite-vec", "zvec", "lancedb")
-
-
-def _check_postgres_options(vector_index: str, durability: str) -> None:
-    """Options that only make sense for a store file: a :class:`ConfigError` on Postgres."""
-    if durability != "normal":
-        raise ConfigError(
-            "durability is the SQLite file's fsync setting; a Postgres store is as durable "
-            "as its server makes commits (synchronous_commit, docs/postgres.md)"
-        )
-    if vector_index in FILE_VECTOR_INDEXES:
-        raise ConfigError(
-            f"vector_index={vector_index!r} keeps its index in or next to a SQLite store "
-            "file; a Postgres store uses 'auto' (pgvector, docs/postgres.md)",
-            vector_index=vector_index,
-        )
-
-
-def _open_postgres(url: str, read_only: bool) -> tuple[PgDatabase, Stores, Callable[[], int]]:
-    """A Postgres store: its database (a connection pool), stores and migration step
-    (read-only: every transaction ``READ ONLY``, the schema checked, never changed)."""
-    try:
-        from mindfile.storage.postgres import PgDatabase, apply_pg_migrations
-        from mindfile.storage.postgres.migrations import check_pg_migrations
-        from mindfile.storage.postgres.stores import pg_stores
-    except ImportError as exc:
-        raise ConfigError(
-            'a Postgres store needs the postgres extra: pip install "mindfile[postgres]" '
-            f"({exc.name} is missing)"
-        ) from None
-    db = PgDatabase(url, readonly=read_only)
-    migrate = check_pg_migrations if read_only else apply_pg_migrations
-    return db, pg_stores(db), functools.partial(migrate, db)
-
-
 def _read_only_uri(path: str) -> bool:
     """A SQLite URI that asks for read-only access (``mode=ro`` or ``immutable=1``)."""
     if not path.startswith("file:"):
@@ -215,7 +184,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             raise ConfigError("read_only must be True or False")
         postgres = is_postgres_url(path)
         if postgres:
-            _check_postgres_options(vector_index, durability)
+            check_postgres_options(vector_index, durability)
         read_only = read_only or (not postgres and _read_only_uri(str(path)))
         if read_only and not postgres and vector_index not in ("exact", "auto"):
             raise ConfigError(
@@ -238,7 +207,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         self.stores: Stores
         migrate: Callable[[], int]
         if postgres:
-            pg, self.stores, migrate = _open_postgres(str(path), read_only)
+            pg, self.stores, migrate = open_postgres(str(path), read_only)
             self.db = pg
             #: Where the store is: its file, or the Postgres URL without its password.
             self.path = pg.path

@@ -18,11 +18,15 @@ The derived indexes' source and the full-text store have their own dispatchers
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, TypeAlias, Union
 
+from mindfile.errors import ConfigError
 from mindfile.storage.db import POSTGRES_SCHEMES, Database
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mindfile.scheduler.protocol import SchedulerStore
     from mindfile.storage.events import EventStore
     from mindfile.storage.files import FilesStore
@@ -31,15 +35,19 @@ if TYPE_CHECKING:
     from mindfile.storage.postgres.db import PgDatabase
     from mindfile.storage.recall import RecallStore
     from mindfile.storage.search import SearchStore
+    from mindfile.storage.stores import Stores
 
 __all__ = [
+    "FILE_VECTOR_INDEXES",
     "AnyDatabase",
+    "check_postgres_options",
     "event_store",
     "files_store",
     "is_postgres",
     "is_postgres_url",
     "lifecycle_store",
     "meta_store",
+    "open_postgres",
     "recall_store",
     "scheduler_store",
     "search_store",
@@ -62,6 +70,42 @@ def is_postgres_url(locator: object) -> bool:
         return False
     scheme, sep, _ = locator.partition("://")
     return bool(sep) and scheme.lower() in POSTGRES_SCHEMES
+
+
+#: Vector indexes kept in (or next to) a store file: SQLite only.
+FILE_VECTOR_INDEXES = ("sqlite-vec", "zvec", "lancedb")
+
+
+def check_postgres_options(vector_index: str, durability: str) -> None:
+    """Options that only make sense for a store file: a :class:`ConfigError` on Postgres."""
+    if durability != "normal":
+        raise ConfigError(
+            "durability is the SQLite file's fsync setting; a Postgres store is as durable "
+            "as its server makes commits (synchronous_commit, docs/postgres.md)"
+        )
+    if vector_index in FILE_VECTOR_INDEXES:
+        raise ConfigError(
+            f"vector_index={vector_index!r} keeps its index in or next to a SQLite store "
+            "file; a Postgres store uses 'auto' (pgvector, docs/postgres.md)",
+            vector_index=vector_index,
+        )
+
+
+def open_postgres(url: str, read_only: bool) -> tuple[PgDatabase, Stores, Callable[[], int]]:
+    """A Postgres store: its database (a connection pool), stores and migration step
+    (read-only: every transaction ``READ ONLY``, the schema checked, never changed)."""
+    try:
+        from mindfile.storage.postgres import PgDatabase, apply_pg_migrations
+        from mindfile.storage.postgres.migrations import check_pg_migrations
+        from mindfile.storage.postgres.stores import pg_stores
+    except ImportError as exc:
+        raise ConfigError(
+            'a Postgres store needs the postgres extra: pip install "mindfile[postgres]" '
+            f"({exc.name} is missing)"
+        ) from None
+    db = PgDatabase(url, readonly=read_only)
+    migrate = check_pg_migrations if read_only else apply_pg_migrations
+    return db, pg_stores(db), functools.partial(migrate, db)
 
 
 def search_store(db: AnyDatabase) -> SearchStore:
