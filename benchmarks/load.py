@@ -133,6 +133,9 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
     stop.set()
     eng.close()
     ops = [op for out in results for op in out]
+    if cfg.get("trace"):
+        with open(f"{cfg['trace']}.{cfg['proc']}.json", "w") as f:
+            json.dump(ops, f)
     return {
         "ops": ops,
         "finished_s": finished - start,
@@ -168,6 +171,7 @@ def run_rate(path: Path, rate: float, args: argparse.Namespace) -> dict[str, Any
             "seconds": args.seconds,
             "store_share": args.store_share,
             "grace": args.grace,
+            "trace": str(args.trace) if args.trace else None,
         }
         proc = subprocess.Popen(
             [sys.executable, "-c", _CHILD, BENCH_DIR],
@@ -256,6 +260,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO, help="locomo10.json")
     p.add_argument("--grace", type=float, default=30.0, help="seconds to drain a backlog")
     p.add_argument("--seed", type=int, default=11)
+    p.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        help="write each process's operations to TRACE.<proc>.json",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     args = p.parse_args(argv)
     raw = args.rates if args.rates else str(args.rate)
@@ -273,6 +283,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             path = Path(tmp) / f"load-{int(rate)}.db"
             if args.store is not None:  # every run starts from the same store
                 subprocess.run(["cp", "--sparse=always", str(args.store), str(path)], check=True)
+                index = Path(f"{args.store}.index")  # the published indexes, as a service has
+                if index.is_dir():
+                    subprocess.run(["cp", "-r", str(index), f"{path}.index"], check=True)
                 store = {"chunks": None, "built_s": None}
             else:
                 log(f"building a store of {args.chunks:,} chunks")
