@@ -19,6 +19,7 @@ from mindfile._api.jobs import JobsAPI
 from mindfile._api.manage import ManageAPI
 from mindfile._api.memory import AgentMemoryAPI
 from mindfile._follow import IdleFollower
+from mindfile._publish import Publisher, publisher_allowed
 from mindfile.embed import Embedder, embedder_for_model_id, fusion_weights, resolve_embedder
 from mindfile.errors import ConfigError, InvalidInputError, MindfileError, ScopeError
 from mindfile.index.cache import EmbeddingCache
@@ -58,6 +59,7 @@ from mindfile.types import (
     StoreInfo,
 )
 from mindfile.vector import VectorIndex, choose_index, make_index
+from mindfile.vector.ann import AnnIndex
 
 if TYPE_CHECKING:
     from mindfile.scheduler.protocol import SchedulerStore
@@ -246,6 +248,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         self.working_memory = _ctx.WorkingMemory()
         #: Catches the indexes up once a bulk write pauses (mindfile._follow).
         self._follower = IdleFollower(self._follow_indexes)
+        #: Publishes the indexes from a helper process during a bulk ingest (_publish).
+        self._publisher = self._make_publisher()
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -340,6 +344,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         """Release the database connection and the in-memory index."""
         if not self.db.closed:
             self._follower.close(timeout=0.0 if self.db.held_by_me() else 30.0)
+            if self._publisher is not None:
+                self._publisher.close()
             if not self.read_only:
                 self._purge_if_pending()
             self.index.close()
@@ -499,7 +505,30 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             )
         self.working_memory.note_write(events, now)
         self._follower.wrote(added)
+        if self._publisher is not None:
+            self._publisher.wrote(added)
         return added
+
+    def _make_publisher(self) -> Publisher | None:
+        """The bulk-ingest publisher, where a helper process can publish something."""
+        if self.read_only or not isinstance(self.db, Database) or self.db.in_memory:
+            return None
+        if not publisher_allowed():
+            return None
+        kind = self.index.name if isinstance(self.index, AnnIndex) else None
+        if kind is None and self.lexical is None:
+            return None
+        publisher = Publisher(self.path, kind)
+
+        def deferred() -> bool:
+            return publisher.running
+
+        # While it runs, this process neither builds nor merges what it publishes.
+        if self.lexical is not None:
+            self.lexical.deferred = deferred  # type: ignore[method-assign]
+        if kind is not None:
+            self.index.deferred = deferred  # type: ignore[attr-defined]
+        return publisher
 
     def _follow_indexes(self) -> None:
         """After a bulk write and a pause: catch the vector index up (publishing its

@@ -211,7 +211,14 @@ class Bm25Index:
         if not state.ready and state.base is None:
             return False
         newest = self._source.chunk_max_id()
-        return newest - state.max_rowid <= BACKLOG
+        if newest - state.max_rowid <= BACKLOG:
+            return True
+        if state.ready and self._folder is not None and self._sync.acquire(False):
+            try:  # another process may have published it: adopt that in the background
+                self._poll_base()
+            finally:
+                self._sync.release()
+        return False
 
     def backlog(self) -> int:
         """Chunks added since this index last caught up (all of them before the first
@@ -226,7 +233,7 @@ class Bm25Index:
         every later process. Meanwhile callers rank with FTS5. After a failed build the
         next attempt waits ``RETRY_SECONDS`` (doubling up to ``RETRY_MAX_SECONDS``).
         """
-        if self._builder is not None or self._closing:
+        if self._builder is not None or self._closing or self.deferred():
             return
         if self._failure is not None and time.monotonic() < self._retry_at:
             return
@@ -282,6 +289,21 @@ class Bm25Index:
         newest = self._source.chunk_max_id()
         if newest - self._state.max_rowid >= MERGE_MIN:
             self.warm()
+
+    def publish(self, *, when_due: bool = False) -> bool:
+        """Catch up and publish what this process holds beyond the published generations
+        (a new L0 generation, or a new base; waits for the build lock). With
+        ``when_due``, only once the delta is as large as a searching process would wait
+        for (``MERGE_MIN``, ``MERGE_FRACTION``). What the index publisher process runs
+        while a bulk ingest goes on (mindfile._publish); False when nothing was
+        published."""
+        if self._folder is None or self._db.readonly:
+            return False
+        if when_due:
+            self._catch_up(merge=False)
+            if not self._merge_due(self._state):
+                return False
+        return self._merge(force=False, blocking=True)
 
     def purge(self) -> None:
         """After deletes: no published file may keep a deleted chunk's terms.
@@ -447,17 +469,29 @@ class Bm25Index:
 
     _want_merge = False
 
+    @staticmethod
+    def deferred() -> bool:
+        """Whether another process catches up and publishes for this one now (the bulk
+        ingest's publisher, mindfile._publish, set by the engine): then this process
+        does not build or merge itself, and searches rank what the index holds plus
+        FTS5 for the newer chunks until the publisher's generation is adopted."""
+        return False
+
+    @staticmethod
+    def _merge_due(state: State) -> bool:
+        """Whether ``state`` holds enough beyond its published generations to publish."""
+        l0_docs = len(state.l0.seg) if state.l0 is not None else 0
+        held = state.delta.n_alive + state.delta.dead
+        return held >= max(MERGE_MIN, int(MERGE_FRACTION * l0_docs)) or state.compact_soon()
+
     def _maybe_merge(self) -> None:
         """Publish a new base in the background when the delta has grown enough."""
         if self._folder is None or self._closing or self._db.readonly:
             return
         state = self._state
-        if not state.ready or self._merger is not None:
+        if not state.ready or self._merger is not None or self.deferred():
             return
-        l0_docs = len(state.l0.seg) if state.l0 is not None else 0
-        held = state.delta.n_alive + state.delta.dead
-        big = held >= max(MERGE_MIN, int(MERGE_FRACTION * l0_docs))
-        if not (big or state.compact_soon() or self._want_merge):
+        if not (self._merge_due(state) or self._want_merge):
             return
         failed = self._merge_failed_at
         if failed is not None and time.monotonic() - failed < RETRY_MAX_SECONDS:
@@ -707,6 +741,27 @@ class Bm25Index:
         """``(chunk_rowid, bm25)`` best first, higher is better (FTS5's ``-bm25``)."""
         terms = self.query_terms(query)
         self._catch_up()
+        with self._lock:
+            if not terms or k <= 0:
+                return []
+            return self._state.score(terms, k, where)
+
+    def held_through(self) -> int | None:
+        """The newest chunk id the index holds when it is searchable without catching up
+        (a published base mapped, or built), else None: what :meth:`search_held` covers
+        while a backlog waits (chunks above it, e.g. the end of a bulk ingest, are not
+        in it). Only for published indexes: their scores are FTS5's ``bm25()``, so the
+        chunks above can be ranked by FTS5 on the same scale."""
+        state = self._state
+        if self._folder is None or (not state.ready and state.base is None):
+            return None
+        return state.max_rowid
+
+    def search_held(
+        self, query: str, k: int, *, where: VectorFilter | None = None
+    ) -> list[tuple[int, float]]:
+        """:meth:`search` over what the index holds now, without catching up."""
+        terms = self.query_terms(query)
         with self._lock:
             if not terms or k <= 0:
                 return []

@@ -96,7 +96,8 @@ class ReadFilter:
 @dataclass(frozen=True, slots=True)
 class Legs:
     """Each leg's hits ``(chunk_rowid, score)``, best first; ``lexical_backend`` says
-    which BM25 ranked them (``"memory"``, ``"fts5"``, or None when it did not run)."""
+    which BM25 ranked them (``"memory"``, ``"fts5"``, ``"memory+fts5"``: the index for
+    the chunks it holds, FTS5 for newer ones, or None when it did not run)."""
 
     vector: Hits
     lexical: Hits
@@ -152,13 +153,18 @@ class Retriever:
         warm_after: Bm25Index | None = None
         if lexical_k > 0:
             bm25 = self.lexical
+            held: int | None = None
             if bm25 is not None and not bm25.usable() and not self._wait_for(bm25):
                 # Building (or catching up a bulk ingest) takes seconds: rank with FTS5
                 # meanwhile, and start it only after these reads (a Python build thread
-                # would hold the GIL against this thread's row-by-row reads).
-                warm_after, bm25 = bm25, None
+                # would hold the GIL against this thread's row-by-row reads). A
+                # published index still answers for the chunks it holds; FTS5 ranks
+                # only the newer ones, on the same BM25 scale.
+                warm_after, held = bm25, bm25.held_through()
+                if held is None:
+                    bm25 = None
             fetch = lexical_k + len(hidden)
-            if bm25 is not None:
+            if bm25 is not None and held is None:
                 lexical, backend = bm25.search(query, fetch, where=where), "memory"
             else:
                 lexical = self.full_text.search(
@@ -169,8 +175,13 @@ class Retriever:
                     tags=flt.tags,
                     condition=flt.condition,
                     params=flt.params,
+                    after=held or 0,
                 )
                 backend = "fts5"
+                if bm25 is not None:
+                    both = bm25.search_held(query, fetch, where=where) + lexical
+                    lexical = sorted(both, key=lambda h: (-h[1], -h[0]))[:fetch]
+                    backend = "memory+fts5"
         if hidden:
             vector = [h for h in vector if h[0] not in hidden][:vector_k]
             lexical = [h for h in lexical if h[0] not in hidden][:lexical_k]

@@ -50,12 +50,14 @@ class FullTextStore(Protocol):
         tags: Sequence[str] = (),
         condition: str | None = None,
         params: Sequence[Any] = (),
+        after: int = 0,
     ) -> list[tuple[int, float]]:
         """``(chunk id, score)`` best first (higher is better; ties to the higher id) of
         the chunks holding any of ``words``, at most ``limit``. ``weights`` weigh the
         chunk text and its before/after context. Only chunks of ``session_ids`` (None:
         any; empty: none), carrying every tag of ``tags`` and passing ``condition`` (SQL
-        on ``chunks AS c`` with ``params``, see the module docstring)."""
+        on ``chunks AS c`` with ``params``, see the module docstring), and with an id
+        above ``after``."""
         ...
 
 
@@ -124,8 +126,11 @@ class SqliteFullTextStore:
         tags: Sequence[str] = (),
         condition: str | None = None,
         params: Sequence[Any] = (),
+        after: int = 0,
     ) -> list[tuple[int, float]]:
         where, where_params = filter_clause(session_ids, tags, condition, params)
+        if after > 0:  # on the FTS5 table's rowid: FTS5 seeks past it in each doclist
+            where, where_params = " AND chunks_fts.rowid > ?" + where, [after, *where_params]
         return self.search_where(words, limit, where, where_params, weights=weights)
 
     def search_where(

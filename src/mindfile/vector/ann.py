@@ -439,10 +439,16 @@ class AnnIndex:
         if delta.pending() > threshold or (delta.base is None and len(delta) > threshold):
             self._want_merge = True
 
+    @staticmethod
+    def deferred() -> bool:
+        """Whether another process publishes for this one now (the bulk ingest's
+        publisher, mindfile._publish, set by the engine): no merge of our own then."""
+        return False
+
     def _after_catch_up(self) -> None:
         """Start (or, when not in the background, run) a merge the catch-up asked for.
         Never under the database lock: a merge reads SQLite in batches of its own."""
-        if not self._want_merge or self._db.held_by_me() or self._closed:
+        if not self._want_merge or self._db.held_by_me() or self._closed or self.deferred():
             return
         if self._failed_at is not None and time.monotonic() - self._failed_at < RETRY_AFTER:
             return

@@ -88,6 +88,7 @@ class PgFullTextStore:
         tags: Sequence[str] = (),
         condition: str | None = None,
         params: Sequence[Any] = (),
+        after: int = 0,
     ) -> list[tuple[int, float]]:
         """See the protocol; ``condition`` is Postgres SQL on ``chunks AS c`` with
         ``%s`` placeholders (:func:`~mindfile.storage.postgres.read_stores.scope_where`)."""
@@ -96,6 +97,9 @@ class PgFullTextStore:
             return []
         where = ""
         where_params: list[Any] = []
+        if after > 0:
+            where += " AND c.id > %s"
+            where_params.append(int(after))
         if session_ids is not None:
             where += " AND c.session_id = ANY(%s::text[])"
             where_params.append([str(s) for s in session_ids])

@@ -1,0 +1,250 @@
+"""Publish the derived indexes from a helper process while a bulk ingest runs
+(docs/architecture.md, "Index lifecycle", step 6).
+
+A bulk ingest writes chunks and nothing else: tokenising them for BM25 in the writing
+process cost ~35% of its throughput (the Python tokeniser holds the GIL the writer
+needs; benchmarks/README.md). Left for later, though, the work landed on the first
+searches after the ingest: the ingesting process read every new vector back and ranked
+with FTS5 for seconds while its BM25 delta was built.
+
+So once a process has written :data:`START_AFTER` chunks without a pause, it starts one
+helper process (``python -m mindfile._publish STORE KIND``) that opens the same store
+file, reads the committed chunks, and publishes BM25 generations and the vector index's
+generations (exact, zvec, lancedb) as they grow, on the machine's other core. The
+writer never waits for it; when the ingest ends, the writing process (and any other)
+finds published generations covering all but the last few thousand chunks and maps
+them instead of building them.
+
+- The helper only reads the database and writes under ``<store>.index/``, taking the
+  same build locks as any process that publishes (one publisher at a time per folder).
+- It exits when no chunk arrived for :data:`IDLE_SECONDS`, when its stdin closes (the
+  engine closed, or its process died), or after a failure (logged to stderr, which is
+  discarded: the indexes then catch up in the searching process as before).
+- ``MINDFILE_PUBLISHER=0`` turns it off; it is off on one-CPU machines, in frozen
+  applications, for in-memory, read-only and Postgres stores, and with
+  ``lexical_index="fts5"`` and an index that publishes nothing (sqlite-vec).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mindfile.vector.ann import AnnIndex
+
+__all__ = ["IDLE_SECONDS", "START_AFTER", "Publisher", "publisher_allowed"]
+
+logger = logging.getLogger(__name__)
+
+#: Chunks written by one engine, without a pause of ``IDLE`` seconds, before the helper
+#: starts (smaller ingests are caught up at the next search or by the idle follower).
+START_AFTER = 20_000
+#: The helper exits after this long without a new chunk.
+IDLE_SECONDS = 5.0
+#: How often the helper looks for new chunks; writes pausing this long (maybe the end
+#: of the ingest) publish everything new at once.
+POLL_SECONDS = 0.2
+#: The helper's niceness: it publishes with the CPU the ingest leaves.
+NICE = 10
+
+
+def publisher_allowed() -> bool:
+    """Whether helper processes may publish here (environment, CPUs, interpreter)."""
+    if os.environ.get("MINDFILE_PUBLISHER", "").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    if getattr(sys, "frozen", False) or not sys.executable:
+        return False
+    return (os.cpu_count() or 1) >= 2
+
+
+class Publisher:
+    """The writing engine's handle on its helper process (thread-safe, never blocks a
+    writer: :meth:`wrote` is a lock and a few assignments, the start is a ``Popen``)."""
+
+    def __init__(self, path: str, vector_index: str | None, *, start_after: int = START_AFTER):
+        self._path = path
+        self._vector_index = vector_index
+        self._start_after = start_after
+        self._lock = threading.Lock()
+        self._pending = 0
+        self._last_write = 0.0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._closed = False
+        self._pid = os.getpid()
+        #: Helpers started so far (for tests and ``info()``).
+        self.started = 0
+
+    @property
+    def running(self) -> bool:
+        proc = self._proc
+        return proc is not None and proc.poll() is None
+
+    def wrote(self, chunks: int) -> None:
+        """``chunks`` were just committed by this engine."""
+        if chunks <= 0 or os.getpid() != self._pid:
+            return
+        now = time.monotonic()
+        with self._lock:
+            if self._closed:
+                return
+            if now - self._last_write > IDLE_SECONDS:
+                self._pending = 0  # a pause: the idle follower caught up what came before
+            self._last_write = now
+            self._pending += chunks
+            if self._pending < self._start_after or self.running:
+                return
+            self._pending = 0
+            self._reap()
+            argv = [sys.executable, "-m", "mindfile._publish", self._path]
+            if self._vector_index is not None:
+                argv.append(self._vector_index)
+            try:
+                self._proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    close_fds=True,
+                )
+            except OSError as exc:  # no helper: the indexes catch up at the next search
+                logger.warning("could not start the index publisher: %s", exc)
+                self._closed = True
+                return
+            self.started += 1
+
+    def _reap(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            _stop(proc, wait=0.0)
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until the helper has exited (tests, benchmarks); True if none runs."""
+        proc = self._proc
+        if proc is None:
+            return True
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Tell the helper to stop after the generation it is writing (if any)."""
+        with self._lock:
+            self._closed = True
+            proc, self._proc = self._proc, None
+        if proc is not None:
+            _stop(proc, wait=timeout)
+
+
+def _stop(proc: subprocess.Popen[bytes], *, wait: float) -> None:
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        # Still writing a generation: it notices the closed stdin between steps and
+        # exits by itself; reap it in the background instead of blocking close().
+        threading.Thread(target=proc.wait, name="mindfile-publish-reap", daemon=True).start()
+    except (OSError, ValueError):
+        pass
+
+
+# -- the helper process ------------------------------------------------------------------
+
+
+def _parent_gone() -> bool:
+    """True once our stdin is closed (the engine closed, or its process ended)."""
+    try:
+        ready, _, _ = select.select([sys.stdin], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    if not ready:
+        return False
+    try:
+        return os.read(sys.stdin.fileno(), 1) == b""
+    except OSError:
+        return True
+
+
+def _vector_due(index: AnnIndex, high: int, *, final: bool = False) -> bool:
+    """Whether the vector index's published base lags enough to publish anew: as far as
+    a searching process lets its delta grow, or (``final``, when writes pause) by more
+    than a searching process reads back quickly (``min_delta`` rows)."""
+    from mindfile.vector.ann_disk import Manifest
+
+    if _parent_gone():
+        return False
+    manifest = Manifest.load(index.folder / "manifest.json")
+    if manifest is None:
+        return bool(high >= index.min_delta)
+    lag = high - manifest.max_id
+    if final:
+        return bool(lag >= index.min_delta)
+    return bool(lag > max(index.min_delta, int(index.delta_fraction * manifest.count)))
+
+
+def serve(path: str, vector_index: str | None) -> int:
+    """The helper's loop: publish, wait for more chunks, stop when idle or told to."""
+    from mindfile.retrieve.lexical import Bm25Index
+    from mindfile.storage.db import Database
+    from mindfile.storage.index_source import index_source
+    from mindfile.storage.meta import DIMS_KEY, SqliteMetaStore
+    from mindfile.vector import make_index
+    from mindfile.vector.ann import AnnIndex
+
+    db = Database(path)
+    lexical = index = None
+    try:
+        source = index_source(db)
+        lexical = Bm25Index(db)
+        dims = SqliteMetaStore(db).get(DIMS_KEY)
+        if vector_index is not None and dims is not None:
+            made = make_index(vector_index, db, int(dims))
+            index = made if isinstance(made, AnnIndex) else None
+            if index is None:
+                made.close()
+        with contextlib.suppress(OSError):
+            os.nice(NICE)  # the ingest comes first: publish with the CPU it leaves
+        seen, settled = -1, True
+        quiet_since = time.monotonic()
+        while not _parent_gone():
+            high = source.chunk_max_id()
+            if high != seen:  # writes go on: tokenise them, publish when enough are new
+                seen, settled, quiet_since = high, False, time.monotonic()
+                lexical.publish(when_due=True)
+                if index is not None and _vector_due(index, high):
+                    index.merge(blocking=False)
+                continue
+            quiet = time.monotonic() - quiet_since
+            if not settled and quiet >= POLL_SECONDS:
+                # The writes paused (maybe the ingest ended): publish the rest at once,
+                # so searches after the ingest find nearly everything published.
+                settled = True
+                lexical.publish()
+                if index is not None and _vector_due(index, high, final=True):
+                    index.merge(blocking=False)
+                continue
+            if quiet > IDLE_SECONDS:
+                break
+            time.sleep(POLL_SECONDS)
+    finally:
+        if index is not None:
+            index.close()
+        if lexical is not None:
+            lexical.close()
+        db.close()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - the child (tested through the engine)
+    logging.basicConfig(level=logging.WARNING)
+    sys.exit(serve(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None))

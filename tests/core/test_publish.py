@@ -1,0 +1,218 @@
+"""A bulk ingest's indexes are published by a helper process (mindfile._publish), and
+searches rank a BM25 backlog with FTS5 on top of what the index holds."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+import mindfile
+from mindfile import _publish
+from mindfile.retrieve import lexical
+from mindfile.retrieve.retriever import ReadFilter, Retriever
+
+WORDS = [
+    "garden",
+    "tomato",
+    "lisbon",
+    "porto",
+    "train",
+    "battery",
+    "solar",
+    "budget",
+    "meeting",
+    "sister",
+    "violin",
+    "harbour",
+]
+
+
+def _events(start: int, n: int) -> list[tuple[str, int, str]]:
+    return [
+        (
+            f"s{i % 11}",
+            i // 11,
+            f"{WORDS[i % 12]} {WORDS[(i * 5) % 12]} {WORDS[(i * 7) % 12]} note w{i}x",
+        )
+        for i in range(start, start + n)
+    ]
+
+
+def _wait_for(check, timeout: float = 60.0) -> bool:  # type: ignore[no-untyped-def]
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.05)
+    return bool(check())
+
+
+def _manifest(path: Path, kind: str) -> dict[str, object] | None:
+    f = Path(f"{path}.index") / kind / "manifest.json"
+    return json.loads(f.read_text()) if f.exists() else None
+
+
+QUERIES = ["lisbon porto", "solar battery budget", "w17x", "w4321x garden", "sister violin"]
+
+
+def _answers(mem: mindfile.Mindfile) -> list[list[tuple[str, float]]]:
+    return [[(h.chunk_id, round(h.score, 9)) for h in mem.search(q, top_k=10)] for q in QUERIES]
+
+
+@pytest.mark.skipif(not _publish.publisher_allowed(), reason="helper processes are off here")
+def test_a_bulk_ingest_is_published_by_the_helper_and_answers_as_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The helper publishes BM25 and exact generations while store_many runs; the
+    ingesting process maps them and answers exactly as a store that indexed itself."""
+    path = tmp_path / "pub.db"
+    mem = mindfile.open(path, embedder="hash", vector_index="exact")
+    assert mem._publisher is not None
+    mem._publisher._start_after = 500
+    for start in range(0, 6000, 500):
+        mem.store_many(_events(start, 500))
+    assert mem._publisher.started == 1
+    assert mem._publisher.wait(60)  # it publishes the rest, then exits when idle
+    high = mem.info().chunks
+    bm25 = _manifest(path, "bm25")
+    exact = _manifest(path, "exact")
+    assert bm25 is not None and bm25["max_id"] == high
+    assert exact is not None and int(exact["max_id"]) >= 4096  # type: ignore[call-overload]
+    assert mem.lexical is not None and mem.lexical.usable()
+    got = _answers(mem)
+    mem.close()
+
+    monkeypatch.setenv("MINDFILE_PUBLISHER", "0")
+    ref_path = tmp_path / "ref.db"
+    with mindfile.open(ref_path, embedder="hash", vector_index="exact") as ref:
+        assert ref._publisher is None
+        for start in range(0, 6000, 500):
+            ref.store_many(_events(start, 500))
+        assert ref.lexical is not None
+        ref.lexical.size()  # its own BM25 index, caught up (not FTS5's ranking)
+        want = _answers(ref)
+    assert [[c for c, _ in hits] for hits in got] == [[c for c, _ in hits] for hits in want]
+    for hits, ref_hits in zip(got, want, strict=True):
+        assert [s for _, s in hits] == pytest.approx([s for _, s in ref_hits], abs=1e-9)
+
+
+def test_a_backlog_is_ranked_by_the_index_it_holds_plus_fts5_for_newer_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FTS5 ranks only the chunks the index does not hold yet, on the index's own BM25
+    scale: the same scores as after the catch-up, and nearly the same top 30."""
+    monkeypatch.setattr(lexical, "BACKLOG", 20)
+    queries = ["lisbon porto", "solar battery", "sister violin harbour", "garden", "w1230x"]
+    with mindfile.open(tmp_path / "tail.db", embedder="hash", vector_index="exact") as mem:
+        bm25 = mem.lexical
+        assert bm25 is not None
+        mem.store_many(_events(0, 1200))
+        assert bm25.merge()  # a published base holding the first 1,200 chunks
+        held = bm25.held_through()
+        assert held == mem.info().chunks
+        monkeypatch.setattr(bm25, "deferred", lambda: True)  # a publisher catches up, not us
+        mem.store_many(_events(1200, 60))
+        assert not bm25.usable()
+        retriever = Retriever(mem.db, mem.index, bm25)
+
+        def lexical_leg(q: str) -> tuple[list[tuple[int, float]], str | None]:
+            legs = retriever.legs(q, None, ReadFilter(), vector_k=0, lexical_k=30)
+            return legs.lexical, legs.lexical_backend
+
+        during = {q: lexical_leg(q) for q in queries}
+        assert {backend for _, backend in during.values()} == {"memory+fts5"}
+        assert mem.search("w1230x", top_k=1, mode="fts")[0].text.endswith("w1230x")
+        assert mem.search("w42x", top_k=1, mode="fts")[0].text.endswith("w42x")
+        assert bm25.held_through() == held  # nothing was caught up meanwhile
+
+        monkeypatch.setattr(bm25, "deferred", lambda: False)
+        bm25.size()  # caught up: the index ranks everything itself again
+        compared = 0
+        for q in queries:
+            after, backend = lexical_leg(q)
+            assert backend == "memory"
+            hits, _ = during[q]
+            assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+            assert len({r for r, _ in hits} & {r for r, _ in after}) >= 0.8 * len(after)
+            final = dict(after)
+            for rowid, score in hits:
+                if rowid > held and rowid in final:  # ranked by FTS5 during the backlog
+                    assert score == pytest.approx(final[rowid], rel=1e-6)
+                    compared += 1
+        assert compared >= 4  # the backlog's chunks competed with the held ones
+
+
+@pytest.mark.skipif(not _publish.publisher_allowed(), reason="helper processes are off here")
+def test_a_killed_publisher_loses_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "kill.db"
+    with mindfile.open(path, embedder="hash", vector_index="exact") as mem:
+        assert mem._publisher is not None
+        mem._publisher._start_after = 300
+        mem.store_many(_events(0, 300))
+        proc = mem._publisher._proc
+        assert proc is not None
+        time.sleep(0.3)  # somewhere in its first catch-up or publish
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        mem.store_many(_events(300, 3000))  # starts a new helper
+        assert mem._publisher.started == 2
+        assert mem._publisher.wait(60)
+        for i in (7, 299, 301, 1500, 3299):
+            hits = mem.search(f"w{i}x", top_k=1, mode="fts")
+            assert hits and hits[0].text.endswith(f"w{i}x")
+        assert mem.lexical is not None
+        assert mem.lexical.merge()  # publishing still works after the kill
+
+
+@pytest.mark.skipif(not _publish.publisher_allowed(), reason="helper processes are off here")
+def test_close_stops_the_helper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_publish, "IDLE_SECONDS", 600.0)  # would outlive the test
+    mem = mindfile.open(tmp_path / "close.db", embedder="hash", vector_index="exact")
+    assert mem._publisher is not None
+    mem._publisher._start_after = 100
+    mem.store_many(_events(0, 200))
+    proc = mem._publisher._proc
+    assert proc is not None and proc.poll() is None
+    mem.close()
+    assert _wait_for(lambda: proc.poll() is not None, 30)
+
+
+def test_a_pause_restarts_the_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only writes without a pause of IDLE_SECONDS add up to a bulk ingest."""
+    monkeypatch.setattr(_publish, "IDLE_SECONDS", 0.05)
+    started: list[list[str]] = []
+
+    class _Popen:
+        def __init__(self, argv: list[str], **_: object) -> None:
+            started.append(argv)
+
+        def poll(self) -> int | None:
+            return None
+
+    monkeypatch.setattr(_publish.subprocess, "Popen", _Popen)
+    pub = _publish.Publisher("store.db", "exact", start_after=10)
+    pub.wrote(6)
+    time.sleep(0.1)
+    pub.wrote(6)  # 12 chunks, but not without a pause
+    assert started == []
+    pub.wrote(4)
+    assert len(started) == 1 and started[0][-2:] == ["store.db", "exact"]
+    pub.wrote(50)  # one helper at a time
+    assert len(started) == 1
+
+
+def test_no_publisher_where_it_cannot_publish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with mindfile.open(":memory:", embedder="hash") as mem:
+        assert mem._publisher is None
+    with mindfile.open(tmp_path / "v.db", embedder="hash", lexical_index="fts5") as mem:
+        assert mem._publisher is None or mem._publisher._vector_index == "exact"
+    monkeypatch.setenv("MINDFILE_PUBLISHER", "off")
+    with mindfile.open(tmp_path / "w.db", embedder="hash") as mem:
+        assert mem._publisher is None
