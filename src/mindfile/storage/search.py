@@ -43,9 +43,25 @@ class SearchStore(Protocol):
         preference detector."""
         ...
 
-    def statements_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
-        """:meth:`chunk_statements` of the first ``limit`` chunks above ``rowid``, by
-        rowid."""
+    def statement_rowids(self) -> list[int]:
+        """The rowids of the chunks classified as user-side statements about the user
+        (``user_statement = 1``; migration 0014), ascending."""
+        ...
+
+    def has_unclassified(self) -> bool:
+        """Whether any chunk is not classified yet (``user_statement`` NULL: written
+        before migration 0014 and not backfilled)."""
+        ...
+
+    def unclassified_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
+        """:meth:`chunk_statements` of the first ``limit`` unclassified chunks above
+        ``rowid``, by rowid (the backfill's page)."""
+        ...
+
+    def classify_statements(self, flags: Sequence[tuple[int, bool]]) -> None:
+        """Store ``(rowid, is a user statement)`` for those chunks still unclassified,
+        in one short write transaction (the one write of this store: the backfill's;
+        rows already classified, or deleted, are left alone)."""
         ...
 
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
@@ -112,8 +128,20 @@ SELECT id, chunk_text, metadata_json FROM chunks
 WHERE id IN (SELECT value FROM json_each(?))
 """
 
-STATEMENTS_AFTER = """
-SELECT id, chunk_text, metadata_json FROM chunks WHERE id > ? ORDER BY id LIMIT ?
+# Both use a partial index of migration 0014: no scan of the chunks.
+STATEMENT_ROWIDS = "SELECT id FROM chunks WHERE user_statement = 1 ORDER BY id"
+
+HAS_UNCLASSIFIED = "SELECT EXISTS (SELECT 1 FROM chunks WHERE user_statement IS NULL)"
+
+UNCLASSIFIED_AFTER = """
+SELECT id, chunk_text, metadata_json FROM chunks
+WHERE user_statement IS NULL AND id > ? ORDER BY id LIMIT ?
+"""
+
+# ?1: the rowids that are statements, ?2: every rowid classified (JSON arrays).
+CLASSIFY = """
+UPDATE chunks SET user_statement = (id IN (SELECT value FROM json_each(?1)))
+WHERE id IN (SELECT value FROM json_each(?2)) AND user_statement IS NULL
 """
 
 ROWIDS_WHERE = "SELECT c.id FROM chunks AS c WHERE 1{condition}"
@@ -145,9 +173,22 @@ class SqliteSearchStore:
         rows = self.db.query(STATEMENTS, (json.dumps(list(rowids)),))
         return [(int(r), str(t), str(m)) for r, t, m in rows]
 
-    def statements_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
-        rows = self.db.query(STATEMENTS_AFTER, (rowid, limit))
+    def statement_rowids(self) -> list[int]:
+        return [int(r[0]) for r in self.db.query(STATEMENT_ROWIDS)]
+
+    def has_unclassified(self) -> bool:
+        return bool(self.db.scalar(HAS_UNCLASSIFIED))
+
+    def unclassified_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
+        rows = self.db.query(UNCLASSIFIED_AFTER, (rowid, limit))
         return [(int(r), str(t), str(m)) for r, t, m in rows]
+
+    def classify_statements(self, flags: Sequence[tuple[int, bool]]) -> None:
+        if not flags:
+            return
+        yes = json.dumps([r for r, flag in flags if flag])
+        with self.db.atomic():
+            self.db.execute(CLASSIFY, (yes, json.dumps([r for r, _ in flags])))
 
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
         rows = self.db.query(ROWIDS_WHERE.format(condition=condition), list(params))
