@@ -432,3 +432,36 @@ def test_searching_storing_and_backfilling_at_once(
         assert len(everything) == 160
         want = preferences.marked(everything)
         assert preferences.store_marks(mem.db) == want and len(want) == 12 + 14
+
+
+def test_a_newer_lexicon_reclassifies_the_store_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Flags made by an older lexicon (store_meta statement_lexicon) are cleared and
+    classified again by the backfill; the version is recorded, so only once."""
+    from mindfile.index import statements
+
+    path = tmp_path / "store.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        mem.store_many(_chat(30))
+        expected = preferences.store_marks(mem.db)
+        # What an older lexicon might have said: one statement missed, one extra.
+        first, other = min(expected), min(set(range(1, 31)) - expected)
+        with mem.db.atomic():
+            mem.db.execute("UPDATE chunks SET user_statement = 0 WHERE id = ?", (first,))
+            mem.db.execute("UPDATE chunks SET user_statement = 1 WHERE id = ?", (other,))
+        wrong = preferences.store_marks(mem.db)
+        assert wrong == (expected - {first}) | {other}
+    monkeypatch.setattr(statements, "LEXICON_VERSION", 2)
+    with mindfile.open(path, embedder="hash") as mem:
+        assert search_store(mem.db).statement_lexicon() == 1  # absent: the first lexicon
+        assert preferences.store_marks(mem.db, wait=False) is None  # reclassifying
+        deadline = time.monotonic() + 10
+        while (marks := preferences.store_marks(mem.db, wait=False)) is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert marks == expected
+        assert search_store(mem.db).statement_lexicon() == 2
+    with mindfile.open(path, embedder="hash") as mem:
+        assert preferences.store_marks(mem.db, wait=False) == expected  # nothing to redo
+        assert not search_store(mem.db).reset_statements(2)

@@ -77,6 +77,12 @@ def test_search_store_classifies_what_is_unclassified(seam: Seam) -> None:
     assert search.statement_rowids() == [rowids[0], rowids[2]]
     assert not search.has_unclassified()
     search.classify_statements([])
+    # A newer lexicon: every flag cleared, once.
+    assert search.statement_lexicon() == 1
+    assert search.reset_statements(2)
+    assert search.has_unclassified() and search.statement_rowids() == []
+    assert len(search.unclassified_after(0, 10)) == 3
+    assert search.statement_lexicon() == 2 and not search.reset_statements(2)
 
 
 def _scope(session: str, **kw: object) -> Scope:

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
+    "LEXICON_KEY",
+    "LEXICON_VERSION",
     "StatementKind",
     "is_user_statement",
     "marked",
@@ -38,6 +40,13 @@ __all__ = [
 ]
 
 StatementKind = Literal["preference", "habit", "possession", "constraint"]
+
+#: The lexicon's version. Raise it with any change to the rules that changes what they
+#: classify: a store whose flags an older lexicon made (``store_meta`` key
+#: :data:`LEXICON_KEY`; absent: 1) has them cleared and classified again, once, by the
+#: backfill of the first writable engine that runs the newer one.
+LEXICON_VERSION = 1
+LEXICON_KEY = "statement_lexicon"
 
 _F = re.IGNORECASE
 

@@ -48,6 +48,7 @@ from typing import Literal, overload
 import numpy as np
 
 from mindfile.embed.base import Vector
+from mindfile.index import statements
 from mindfile.index.statements import (
     StatementKind,
     is_user_statement,
@@ -178,12 +179,14 @@ _PAUSE = 0.002
 class _Backfill:
     """One store's backfill in this process: ``lock`` is held by whoever classifies the
     store's unclassified chunks (the background thread, or a ``wait=True`` caller), so a
-    process runs one at a time per store."""
+    process runs one at a time per store; ``current``: the store's flags were found made
+    by this lexicon (:data:`~mindfile.index.statements.LEXICON_VERSION`), checked once."""
 
-    __slots__ = ("lock",)
+    __slots__ = ("current", "lock")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.current = False
 
 
 _BACKFILLS: weakref.WeakKeyDictionary[AnyDatabase, _Backfill] = weakref.WeakKeyDictionary()
@@ -209,14 +212,21 @@ def store_marks(db: AnyDatabase, *, wait: bool = True) -> frozenset[int] | None:
 
     The write path classifies every chunk (:func:`~mindfile.index.statements.
     is_user_statement`); only chunks written before migration 0014 are unclassified
-    (NULL). The first call that finds any in a writable store starts the store's
+    (NULL), or every chunk when this Mindfile's lexicon is newer than the one that
+    classified them. The first call that finds any in a writable store starts the store's
     backfill in a background thread (:func:`backfill`), which classifies them once for
     every process; meanwhile ``wait=False`` (searches) answers None and the search
     boosts the statements among its own candidates. ``wait=True`` classifies what is
     left inside the call (a read-only store: in memory, for this answer only).
     """
-    store = search_store(db)
-    if store.has_unclassified():
+    store, state = search_store(db), _backfill_state(db)
+    if (
+        not state.current
+        and not db.readonly
+        and store.statement_lexicon() >= statements.LEXICON_VERSION
+    ):
+        state.current = True
+    if store.has_unclassified() or not (state.current or db.readonly):
         if not wait:
             if not db.readonly:
                 _start_backfill(db)
@@ -228,13 +238,15 @@ def store_marks(db: AnyDatabase, *, wait: bool = True) -> frozenset[int] | None:
                 found |= marked(rows)
                 after = rows[-1][0]
             return frozenset(found)
-        with _backfill_state(db).lock:
+        with state.lock:
             _classify_all(db, pause=0.0)
     return frozenset(store.statement_rowids())
 
 
 def backfill(db: AnyDatabase, *, pause: float = _PAUSE) -> int:
-    """Classify every chunk of ``db`` that has no ``user_statement`` yet, page by page
+    """Classify every chunk of ``db`` that has no ``user_statement`` yet (all of them,
+    first, if an older lexicon classified them: :data:`~mindfile.index.statements.
+    LEXICON_VERSION`), page by page
     (each page read and classified outside any lock, its flags written in one short
     transaction, ``pause`` seconds between pages); returns how many it classified.
 
@@ -246,6 +258,9 @@ def backfill(db: AnyDatabase, *, pause: float = _PAUSE) -> int:
 
 def _classify_all(db: AnyDatabase, *, pause: float) -> int:
     store = search_store(db)
+    if store.reset_statements(statements.LEXICON_VERSION):
+        logger.info("the statement lexicon changed: reclassifying every chunk")
+    _backfill_state(db).current = True
     after, done = 0, 0
     while not db.closed:
         rows = store.unclassified_after(after, _PAGE)

@@ -58,6 +58,16 @@ class SearchStore(Protocol):
         ``rowid``, by rowid (the backfill's page)."""
         ...
 
+    def statement_lexicon(self) -> int:
+        """The version of the lexicon that classified the chunks (``store_meta`` key
+        ``statement_lexicon``; absent: 1)."""
+        ...
+
+    def reset_statements(self, version: int) -> bool:
+        """If the chunks were classified by a lexicon older than ``version``: mark them
+        all unclassified and record ``version``, in one transaction; True if it did."""
+        ...
+
     def classify_statements(self, flags: Sequence[tuple[int, bool]]) -> None:
         """Store ``(rowid, is a user statement)`` for those chunks still unclassified,
         in one short write transaction (the one write of this store: the backfill's;
@@ -138,6 +148,12 @@ SELECT id, chunk_text, metadata_json FROM chunks
 WHERE user_statement IS NULL AND id > ? ORDER BY id LIMIT ?
 """
 
+LEXICON = "SELECT value FROM store_meta WHERE key = 'statement_lexicon'"
+
+SET_LEXICON = "INSERT OR REPLACE INTO store_meta (key, value) VALUES ('statement_lexicon', ?)"
+
+UNCLASSIFY_ALL = "UPDATE chunks SET user_statement = NULL WHERE user_statement IS NOT NULL"
+
 # ?1: the rowids that are statements, ?2: every rowid classified (JSON arrays).
 CLASSIFY = """
 UPDATE chunks SET user_statement = (id IN (SELECT value FROM json_each(?1)))
@@ -182,6 +198,18 @@ class SqliteSearchStore:
     def unclassified_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
         rows = self.db.query(UNCLASSIFIED_AFTER, (rowid, limit))
         return [(int(r), str(t), str(m)) for r, t, m in rows]
+
+    def statement_lexicon(self) -> int:
+        value = self.db.scalar(LEXICON)
+        return 1 if value is None else int(value)
+
+    def reset_statements(self, version: int) -> bool:
+        with self.db.atomic():
+            if self.statement_lexicon() >= version:
+                return False
+            self.db.execute(UNCLASSIFY_ALL)
+            self.db.execute(SET_LEXICON, (str(version),))
+            return True
 
     def classify_statements(self, flags: Sequence[tuple[int, bool]]) -> None:
         if not flags:

@@ -58,6 +58,18 @@ SELECT id, chunk_text, metadata_json FROM chunks
 WHERE user_statement IS NULL AND id > %s ORDER BY id LIMIT %s
 """
 
+LEXICON = "SELECT value FROM store_meta WHERE key = 'statement_lexicon'"
+
+SET_LEXICON = """
+INSERT INTO store_meta (key, value) VALUES ('statement_lexicon', %s)
+ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
+"""
+
+# One resetter at a time (any fixed key: "mfstlex" in ASCII).
+RESET_LOCK = "SELECT pg_advisory_xact_lock(30793418521994616)"
+
+UNCLASSIFY_ALL = "UPDATE chunks SET user_statement = NULL WHERE user_statement IS NOT NULL"
+
 # The rowids that are statements, then every rowid classified. No writer lock: the
 # column is not one the derived indexes read (0008).
 CLASSIFY = """
@@ -138,6 +150,19 @@ class PgSearchStore:
     def unclassified_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
         rows = self.db.query(UNCLASSIFIED_AFTER, (rowid, limit))
         return [(int(r), str(t), str(m)) for r, t, m in rows]
+
+    def statement_lexicon(self) -> int:
+        value = self.db.scalar(LEXICON)
+        return 1 if value is None else int(value)
+
+    def reset_statements(self, version: int) -> bool:
+        with self.db.atomic():
+            self.db.execute(RESET_LOCK)
+            if self.statement_lexicon() >= version:
+                return False
+            self.db.execute(UNCLASSIFY_ALL)
+            self.db.execute(SET_LEXICON, (str(version),))
+            return True
 
     def classify_statements(self, flags: Sequence[tuple[int, bool]]) -> None:
         if not flags:
