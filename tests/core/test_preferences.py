@@ -245,6 +245,32 @@ def test_deleted_chunks_leave_the_statements(any_mem: mindfile.Mindfile) -> None
     assert marks == frozenset(search_store(mem.db).statement_rowids()) and len(marks) == 1
 
 
+def test_the_statements_are_caught_up_not_reread(tmp_path: Path) -> None:
+    """Kept per open store: new statements come in by rowid, deletions from the change
+    log; a log pruned past what was applied makes the next call read the set again."""
+    from mindfile.storage import changes
+
+    with mindfile.open(tmp_path / "s.db", embedder="hash") as mem:
+        mem.store("a", 1, {"role": "user", "content": "I love hiking in the Alps"})
+        mem.store("b", 1, {"role": "user", "content": "I own a 2012 Prius"})
+        first = preferences.store_marks(mem.db)
+        assert preferences.store_marks(mem.db) is first  # nothing changed: the same set
+        mem.store("c", 1, {"role": "user", "content": "I'm vegetarian"})
+        mem.store("c", 2, {"role": "user", "content": "Noted."})
+        assert len(preferences.store_marks(mem.db)) == 3
+        assert mem.forget("a")
+        assert len(preferences.store_marks(mem.db)) == 2
+        assert mem.forget("b")
+        with mem.db.atomic():
+            changes.prune(mem.db, keep=0)  # the deletion of "b" is no longer in the log
+            mem.db.execute("DELETE FROM chunks_changes")
+        mem.store("d", 1, {"role": "user", "content": "I have a golden retriever"})
+        marks = preferences.store_marks(mem.db)
+        assert marks == frozenset(search_store(mem.db).statement_rowids())
+        texts = {t for t, f in _flags(mem).items() if f}
+        assert len(marks) == 2 and texts == {"I'm vegetarian", "I have a golden retriever"}
+
+
 def _chat(n: int) -> list[tuple[str, int, dict[str, str]]]:
     said = [
         "I've been learning Premiere Pro",
@@ -450,6 +476,7 @@ def test_a_newer_lexicon_reclassifies_the_store_once(
         with mem.db.atomic():
             mem.db.execute("UPDATE chunks SET user_statement = 0 WHERE id = ?", (first,))
             mem.db.execute("UPDATE chunks SET user_statement = 1 WHERE id = ?", (other,))
+    with mindfile.open(path, embedder="hash") as mem:
         wrong = preferences.store_marks(mem.db)
         assert wrong == (expected - {first}) | {other}
     monkeypatch.setattr(statements, "LEXICON_VERSION", 2)

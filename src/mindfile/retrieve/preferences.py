@@ -60,6 +60,7 @@ from mindfile.manage.expiry import hidden_rowids
 from mindfile.retrieve.fusion import Fused
 from mindfile.storage.backend import AnyDatabase, lifecycle_store, search_store
 from mindfile.storage.db import utcnow
+from mindfile.storage.index_source import index_source
 from mindfile.vector.base import VectorFilter, VectorIndex
 
 __all__ = [
@@ -176,28 +177,41 @@ _PAGE = 2_000
 _PAUSE = 0.002
 
 
-class _Backfill:
-    """One store's backfill in this process: ``lock`` is held by whoever classifies the
-    store's unclassified chunks (the background thread, or a ``wait=True`` caller), so a
-    process runs one at a time per store; ``current``: the store's flags were found made
-    by this lexicon (:data:`~mindfile.index.statements.LEXICON_VERSION`), checked once."""
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    """A store's statement rowids as last read: ``high`` the highest statement rowid
+    read (new chunks come above it: ids only grow, in commit order on both backends),
+    ``seen`` the ``chunks_changes`` seq up to which deletions were applied, ``lexicon``
+    the lexicon version the flags were made by."""
 
-    __slots__ = ("current", "lock")
+    rows: frozenset[int]
+    high: int
+    seen: int
+    lexicon: int
+
+
+class _Statements:
+    """One store's statements in this process: ``lock`` is held by whoever classifies
+    its unclassified chunks (the background thread, or a ``wait=True`` caller), so a
+    process runs one backfill at a time per store; ``cache`` the last set read (replaced
+    whole, never changed in place: searches read it without a lock)."""
+
+    __slots__ = ("cache", "lock")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.current = False
+        self.cache: _Cached | None = None
 
 
-_BACKFILLS: weakref.WeakKeyDictionary[AnyDatabase, _Backfill] = weakref.WeakKeyDictionary()
-_BACKFILLS_LOCK = threading.Lock()
+_STATES: weakref.WeakKeyDictionary[AnyDatabase, _Statements] = weakref.WeakKeyDictionary()
+_STATES_LOCK = threading.Lock()
 
 
-def _backfill_state(db: AnyDatabase) -> _Backfill:
-    with _BACKFILLS_LOCK:
-        state = _BACKFILLS.get(db)
+def _state(db: AnyDatabase) -> _Statements:
+    with _STATES_LOCK:
+        state = _STATES.get(db)
         if state is None:
-            state = _BACKFILLS[db] = _Backfill()
+            state = _STATES[db] = _Statements()
         return state
 
 
@@ -213,20 +227,22 @@ def store_marks(db: AnyDatabase, *, wait: bool = True) -> frozenset[int] | None:
     The write path classifies every chunk (:func:`~mindfile.index.statements.
     is_user_statement`); only chunks written before migration 0014 are unclassified
     (NULL), or every chunk when this Mindfile's lexicon is newer than the one that
-    classified them. The first call that finds any in a writable store starts the store's
-    backfill in a background thread (:func:`backfill`), which classifies them once for
-    every process; meanwhile ``wait=False`` (searches) answers None and the search
-    boosts the statements among its own candidates. ``wait=True`` classifies what is
-    left inside the call (a read-only store: in memory, for this answer only).
+    classified them. The first call that finds any in a writable store starts the
+    store's backfill in a background thread (:func:`backfill`), which classifies them
+    once for every process; meanwhile ``wait=False`` (searches) answers None and the
+    search boosts the statements among its own candidates. ``wait=True`` classifies
+    what is left inside the call (a read-only store: in memory, for this answer only).
+
+    The set is kept per open store and caught up at each call like the derived indexes:
+    statements above the highest rowid read, deletions from the ``chunks_changes`` log
+    (a few indexed reads; the whole set is read again when the log was pruned past
+    what was applied or the lexicon changed).
     """
-    store, state = search_store(db), _backfill_state(db)
-    if (
-        not state.current
-        and not db.readonly
-        and store.statement_lexicon() >= statements.LEXICON_VERSION
-    ):
-        state.current = True
-    if store.has_unclassified() or not (state.current or db.readonly):
+    store, state = search_store(db), _state(db)
+    lexicon = store.statement_lexicon()
+    stale = lexicon < statements.LEXICON_VERSION and not db.readonly
+    if stale or store.has_unclassified():
+        state.cache = None
         if not wait:
             if not db.readonly:
                 _start_backfill(db)
@@ -240,7 +256,31 @@ def store_marks(db: AnyDatabase, *, wait: bool = True) -> frozenset[int] | None:
             return frozenset(found)
         with state.lock:
             _classify_all(db, pause=0.0)
-    return frozenset(store.statement_rowids())
+        lexicon = store.statement_lexicon()
+    return _caught_up(db, state, lexicon)
+
+
+def _caught_up(db: AnyDatabase, state: _Statements, lexicon: int) -> frozenset[int]:
+    store, source = search_store(db), index_source(db)
+    cache = state.cache
+    if cache is not None and cache.lexicon == lexicon:
+        newest, changed = source.text_changes_since(cache.seen)
+        if changed is not None:  # else the log was pruned past ``seen``: read it all
+            gone = {int(r) for r, op in changed if op == "d"}
+            new = store.statement_rowids(cache.high)
+            rows = cache.rows
+            if gone or new:
+                rows = rows.difference(gone).union(new)
+            high = new[-1] if new else cache.high
+            if rows is not cache.rows or newest != cache.seen:
+                state.cache = _Cached(rows, high, newest, lexicon)
+            return rows
+    # The log's position first: a deletion after it is applied at the next call.
+    newest, _ = source.text_changes_since(None)
+    found = store.statement_rowids()
+    rows = frozenset(found)
+    state.cache = _Cached(rows, found[-1] if found else 0, newest, lexicon)
+    return rows
 
 
 def backfill(db: AnyDatabase, *, pause: float = _PAUSE) -> int:
@@ -252,7 +292,7 @@ def backfill(db: AnyDatabase, *, pause: float = _PAUSE) -> int:
 
     Idempotent and safe beside other writers and other processes doing the same: only
     rows still NULL are written, and a new chunk is classified when it is inserted."""
-    with _backfill_state(db).lock:
+    with _state(db).lock:
         return _classify_all(db, pause=pause)
 
 
@@ -260,7 +300,6 @@ def _classify_all(db: AnyDatabase, *, pause: float) -> int:
     store = search_store(db)
     if store.reset_statements(statements.LEXICON_VERSION):
         logger.info("the statement lexicon changed: reclassifying every chunk")
-    _backfill_state(db).current = True
     after, done = 0, 0
     while not db.closed:
         rows = store.unclassified_after(after, _PAGE)
@@ -276,7 +315,7 @@ def _classify_all(db: AnyDatabase, *, pause: float) -> int:
 
 
 def _start_backfill(db: AnyDatabase) -> None:
-    state = _backfill_state(db)
+    state = _state(db)
     if not state.lock.acquire(blocking=False):
         return  # running (or a wait=True caller is classifying)
     try:
@@ -288,7 +327,7 @@ def _start_backfill(db: AnyDatabase) -> None:
         raise
 
 
-def _run_backfill(db: AnyDatabase, state: _Backfill) -> None:
+def _run_backfill(db: AnyDatabase, state: _Statements) -> None:
     try:
         started = time.perf_counter()
         n = _classify_all(db, pause=_PAUSE)

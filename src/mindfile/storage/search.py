@@ -43,9 +43,9 @@ class SearchStore(Protocol):
         preference detector."""
         ...
 
-    def statement_rowids(self) -> list[int]:
-        """The rowids of the chunks classified as user-side statements about the user
-        (``user_statement = 1``; migration 0014), ascending."""
+    def statement_rowids(self, after: int = 0) -> list[int]:
+        """The rowids above ``after`` of the chunks classified as user-side statements
+        about the user (``user_statement = 1``; migration 0014), ascending."""
         ...
 
     def has_unclassified(self) -> bool:
@@ -139,7 +139,7 @@ WHERE id IN (SELECT value FROM json_each(?))
 """
 
 # Both use a partial index of migration 0014: no scan of the chunks.
-STATEMENT_ROWIDS = "SELECT id FROM chunks WHERE user_statement = 1 ORDER BY id"
+STATEMENT_ROWIDS = "SELECT id FROM chunks WHERE user_statement = 1 AND id > ? ORDER BY id"
 
 HAS_UNCLASSIFIED = "SELECT EXISTS (SELECT 1 FROM chunks WHERE user_statement IS NULL)"
 
@@ -189,8 +189,8 @@ class SqliteSearchStore:
         rows = self.db.query(STATEMENTS, (json.dumps(list(rowids)),))
         return [(int(r), str(t), str(m)) for r, t, m in rows]
 
-    def statement_rowids(self) -> list[int]:
-        return [int(r[0]) for r in self.db.query(STATEMENT_ROWIDS)]
+    def statement_rowids(self, after: int = 0) -> list[int]:
+        return [int(r[0]) for r in self.db.query(STATEMENT_ROWIDS, (after,))]
 
     def has_unclassified(self) -> bool:
         return bool(self.db.scalar(HAS_UNCLASSIFIED))

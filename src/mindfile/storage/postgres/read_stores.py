@@ -49,7 +49,7 @@ SELECT id, chunk_text, metadata_json FROM chunks WHERE id = ANY(%s::bigint[]) OR
 """
 
 # Both use a partial index of migration 0009: no scan of the chunks.
-STATEMENT_ROWIDS = "SELECT id FROM chunks WHERE user_statement = 1 ORDER BY id"
+STATEMENT_ROWIDS = "SELECT id FROM chunks WHERE user_statement = 1 AND id > %s ORDER BY id"
 
 HAS_UNCLASSIFIED = "SELECT EXISTS (SELECT 1 FROM chunks WHERE user_statement IS NULL)"
 
@@ -141,8 +141,8 @@ class PgSearchStore:
         rows = self.db.query(STATEMENTS, ([int(r) for r in rowids],))
         return [(int(r), str(t), str(m)) for r, t, m in rows]
 
-    def statement_rowids(self) -> list[int]:
-        return [int(r[0]) for r in self.db.query(STATEMENT_ROWIDS)]
+    def statement_rowids(self, after: int = 0) -> list[int]:
+        return [int(r[0]) for r in self.db.query(STATEMENT_ROWIDS, (after,))]
 
     def has_unclassified(self) -> bool:
         return bool(self.db.scalar(HAS_UNCLASSIFIED))
