@@ -355,6 +355,21 @@ def test_a_store_from_before_the_migration_is_backfilled_in_the_background(
         assert preferences.backfill(mem.db) == 0
 
 
+def test_unclassified_chunks_are_backfilled_on_both_backends(any_mem: mindfile.Mindfile) -> None:
+    mem = any_mem
+    mem.store_many(_chat(40))
+    expected = preferences.store_marks(mem.db)
+    assert len(expected) == 4
+    with mem.db.atomic():  # as if written before the migration
+        mem.db.execute("UPDATE chunks SET user_statement = NULL WHERE id % 2 = 0")
+    assert preferences.store_marks(mem.db, wait=False) is None  # the backfill starts
+    deadline = time.monotonic() + 10
+    while (marks := preferences.store_marks(mem.db, wait=False)) is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert marks == expected and None not in _flags(mem).values()
+
+
 def test_two_engines_backfilling_one_store_at_once_agree(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
