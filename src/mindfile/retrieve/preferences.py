@@ -187,7 +187,10 @@ class _Cached:
     """A store's statement rowids as last read: ``high`` the highest statement rowid
     read (new chunks come above it: ids only grow, in commit order on both backends),
     ``seen`` the ``chunks_changes`` seq up to which deletions were applied, ``lexicon``
-    the lexicon version the flags were made by."""
+    the lexicon version the flags were made by. The flag of an existing chunk changes
+    only through the backfill and a lexicon reset (while either has work left
+    :func:`store_marks` drops the cache; a reset changes ``lexicon``) and consolidation's
+    survivor, which keeps its text and role (its tags merge) and so its flag."""
 
     rows: frozenset[int]
     high: int
@@ -291,9 +294,10 @@ def _caught_up(db: AnyDatabase, state: _Statements, lexicon: int) -> frozenset[i
 def backfill(db: AnyDatabase, *, pause: float = _PAUSE) -> int:
     """Classify every chunk of ``db`` that has no ``user_statement`` yet (all of them,
     first, if an older lexicon classified them: :data:`~mindfile.index.statements.
-    LEXICON_VERSION`), page by page
-    (each page read and classified outside any lock, its flags written in one short
-    transaction, ``pause`` seconds between pages); returns how many it classified.
+    LEXICON_VERSION`), page by page: each page read and classified outside any lock and
+    transaction, its flags written in one short transaction, ``pause`` seconds between
+    pages (0: no pause, and no offering of the interpreter). Returns how many it
+    classified.
 
     Idempotent and safe beside other writers and other processes doing the same: only
     rows still NULL are written, and a new chunk is classified when it is inserted."""

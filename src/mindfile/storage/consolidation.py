@@ -75,7 +75,8 @@ class SurvivorUpdate:
     last_accessed_at: str | None
     metadata_json: str
     #: Whether the survivor, with its new metadata, is a user-side statement about the
-    #: user (``chunks.user_statement``; the metadata may change who wrote it).
+    #: user (``chunks.user_statement``): computed again rather than assumed, though a
+    #: merge keeps the survivor's text and role.
     user_statement: bool
 
 
