@@ -3,8 +3,10 @@ real store (docs/retrieval.md, "Preference recall")."""
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,12 +15,15 @@ from hypothesis import strategies as st
 
 import mindfile
 from mindfile.errors import InvalidInputError
+from mindfile.retrieve import preferences
 from mindfile.retrieve.preferences import (
     recommendation_intent,
     statement_kind,
     topic_query,
     user_side,
 )
+from mindfile.storage.backend import search_store
+from mindfile.storage.db import Database
 
 
 @pytest.mark.parametrize(
@@ -201,38 +206,304 @@ def test_the_third_leg_finds_statements_outside_the_candidates_within_the_filter
     assert len(preferences.store_marks(mem_static.db)) == 1  # deletions leave the marks
 
 
-def test_a_long_backlog_of_statements_is_read_in_the_background(
-    mem_static: mindfile.Mindfile, monkeypatch: pytest.MonkeyPatch
+def _flags(mem: mindfile.Mindfile) -> dict[str, int | None]:
+    rows = mem.db.query("SELECT chunk_text, user_statement FROM chunks ORDER BY id")
+    return {str(t): None if f is None else int(f) for t, f in rows}
+
+
+def test_chunks_are_classified_when_written(any_mem: mindfile.Mindfile) -> None:
+    """Migration 0014: every chunk is classified as it is stored, whatever the path."""
+    mem = any_mem
+    mem.store("s", 1, {"role": "user", "content": "I've been learning Premiere Pro"})
+    mem.store("s", 2, {"role": "assistant", "content": "I've been learning Final Cut"})
+    mem.store("s", 3, {"role": "user", "content": "The weather was nice today."})
+    mem.store_many([("t", 1, {"role": "user", "content": "I'm vegetarian"})])
+    mem.store_note("s", "n1", "I have a golden retriever")  # no role: user side
+    assert _flags(mem) == {
+        "I've been learning Premiere Pro": 1,
+        "I've been learning Final Cut": 0,
+        "The weather was nice today.": 0,
+        "I'm vegetarian": 1,
+        "I have a golden retriever": 1,
+    }
+    store = search_store(mem.db)
+    assert not store.has_unclassified()
+    assert preferences.store_marks(mem.db, wait=False) == frozenset(store.statement_rowids())
+    assert len(store.statement_rowids()) == 3
+
+
+def test_deleted_chunks_leave_the_statements(any_mem: mindfile.Mindfile) -> None:
+    mem = any_mem
+    mem.store("a", 1, {"role": "user", "content": "I love hiking in the Alps"})
+    mem.store("b", 1, {"role": "user", "content": "I own a 2012 Prius"})
+    mem.store_note("a", "n1", "I'm allergic to peanuts")
+    assert len(preferences.store_marks(mem.db)) == 3
+    assert mem.forget("b")
+    assert mem.delete_note("a", "n1")
+    marks = preferences.store_marks(mem.db)
+    assert [t for t, f in _flags(mem).items() if f] == ["I love hiking in the Alps"]
+    assert marks == frozenset(search_store(mem.db).statement_rowids()) and len(marks) == 1
+
+
+def test_the_statements_are_caught_up_not_reread(tmp_path: Path) -> None:
+    """Kept per open store: new statements come in by rowid, deletions from the change
+    log; a log pruned past what was applied makes the next call read the set again."""
+    from mindfile.storage import changes
+
+    with mindfile.open(tmp_path / "s.db", embedder="hash") as mem:
+        mem.store("a", 1, {"role": "user", "content": "I love hiking in the Alps"})
+        mem.store("b", 1, {"role": "user", "content": "I own a 2012 Prius"})
+        first = preferences.store_marks(mem.db)
+        assert preferences.store_marks(mem.db) is first  # nothing changed: the same set
+        mem.store("c", 1, {"role": "user", "content": "I'm vegetarian"})
+        mem.store("c", 2, {"role": "user", "content": "Noted."})
+        assert len(preferences.store_marks(mem.db)) == 3
+        assert mem.forget("a")
+        assert len(preferences.store_marks(mem.db)) == 2
+        assert mem.forget("b")
+        with mem.db.atomic():
+            changes.prune(mem.db, keep=0)  # the deletion of "b" is no longer in the log
+            mem.db.execute("DELETE FROM chunks_changes")
+        mem.store("d", 1, {"role": "user", "content": "I have a golden retriever"})
+        marks = preferences.store_marks(mem.db)
+        assert marks == frozenset(search_store(mem.db).statement_rowids())
+        texts = {t for t, f in _flags(mem).items() if f}
+        assert len(marks) == 2 and texts == {"I'm vegetarian", "I have a golden retriever"}
+
+
+def _chat(n: int) -> list[tuple[str, int, dict[str, str]]]:
+    said = [
+        "I've been learning Premiere Pro",
+        "I love cutting films in Final Cut",
+        "I'm vegetarian",
+        "I have a golden retriever",
+    ]
+    events = []
+    for i in range(n):
+        if i % 10 == 3:
+            events.append(("s", i, {"role": "user", "content": f"{said[i % 4]} (note {i})"}))
+        else:
+            role = "assistant" if i % 2 else "user"
+            events.append(("s", i, {"role": role, "content": f"A video editing course, part {i}"}))
+    return events
+
+
+def _downgrade(path: Path) -> None:
+    """Make ``path`` a store from before migration 0014: no column, no record."""
+    con = Database(path)
+    try:
+        with con.atomic():
+            con.execute("DROP INDEX idx_chunks_user_statement")
+            con.execute("DROP INDEX idx_chunks_unclassified")
+            con.execute("ALTER TABLE chunks DROP COLUMN user_statement")
+            con.execute("DELETE FROM memory_migrations WHERE version = 14")
+    finally:
+        con.close()
+
+
+def _results(mem: mindfile.Mindfile, question: str) -> list[tuple[str, float, float | None]]:
+    hits = mem.search(question, top_k=10)
+    pref = [h.breakdown.preference for h in hits]
+    return [
+        (h.text, round(h.score, 9), None if p is None else round(p, 9))
+        for h, p in zip(hits, pref, strict=True)
+    ]
+
+
+QUESTION = "Can you recommend a video editing course?"
+
+
+def test_a_store_from_before_the_migration_is_backfilled_in_the_background(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The first recommendation question of a big store must not read every chunk
-    inside the search: above INLINE_MAX the statements are read by a thread, and
-    meanwhile the statements among the candidates are still boosted."""
-    from mindfile.retrieve import preferences
-
-    monkeypatch.setattr(preferences, "INLINE_MAX", 5)
+    """Chunks written before migration 0014 are classified once, by a background thread
+    the first recommendation question starts; meanwhile searches boost the statements
+    among their own candidates, and afterwards they answer as on a fresh store."""
     monkeypatch.setattr(preferences, "_PAGE", 7)
-    chatter = [("s", i, {"role": "assistant", "content": f"Noted, item {i}."}) for i in range(40)]
-    mem_static.store_many(chatter)
-    mem_static.store("u", 1, {"role": "user", "content": "I've been learning Premiere Pro"})
-    started = threading.Event()
-    release = threading.Event()
-    real = preferences._read_after
+    path = tmp_path / "old.db"
+    with mindfile.open(path) as mem:
+        mem.store_many(_chat(60))
+        fresh = _results(mem, QUESTION)
+        expected = preferences.store_marks(mem.db)
+    assert len(expected) == 6 and any(p for _, _, p in fresh)
+    _downgrade(path)
+    started, release = threading.Event(), threading.Event()
+    real = preferences._classify_all
 
-    def slow(store: Any, marks: Any, *, locked: bool) -> None:
-        if not locked:  # the background build: hold it until the search has answered
-            started.set()
-            release.wait(10)
-        real(store, marks, locked=locked)
+    def held(db: Any, *, pause: float) -> int:
+        started.set()
+        release.wait(10)
+        return real(db, pause=pause)
 
-    monkeypatch.setattr(preferences, "_read_after", slow)
-    hits = mem_static.search("Can you recommend a video editing course?", top_k=3)
-    assert started.wait(10)  # the build runs in its thread, the search did not wait
-    assert preferences.store_marks(mem_static.db, wait=False) is None  # still building
-    premiere = [h for h in hits if "Premiere" in h.text]
-    assert premiere and premiere[0].breakdown.preference  # boosted from the candidates
-    release.set()
+    monkeypatch.setattr(preferences, "_classify_all", held)
+    with mindfile.open(path) as mem:
+        assert set(_flags(mem).values()) == {None}  # migrated: nothing classified yet
+        during = mem.search(QUESTION, top_k=10)
+        assert started.wait(10)  # the backfill runs in its thread; the search did not wait
+        assert preferences.store_marks(mem.db, wait=False) is None  # backfill not finished
+        assert during[0].breakdown.preference  # a statement among the candidates, boosted
+        release.set()
+        deadline = time.monotonic() + 10
+        while (marks := preferences.store_marks(mem.db, wait=False)) is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert marks == expected
+        assert None not in _flags(mem).values()
+        assert _results(mem, QUESTION) == fresh
+    with mindfile.open(path) as mem:  # persisted: the next engine has nothing to do
+        assert not search_store(mem.db).has_unclassified()
+        assert preferences.backfill(mem.db) == 0
+
+
+def test_unclassified_chunks_are_backfilled_on_both_backends(any_mem: mindfile.Mindfile) -> None:
+    mem = any_mem
+    mem.store_many(_chat(40))
+    expected = preferences.store_marks(mem.db)
+    assert len(expected) == 4
+    with mem.db.atomic():  # as if written before the migration
+        mem.db.execute("UPDATE chunks SET user_statement = NULL WHERE id % 2 = 0")
+    assert preferences.store_marks(mem.db, wait=False) is None  # the backfill starts
     deadline = time.monotonic() + 10
-    while (marks := preferences.store_marks(mem_static.db, wait=False)) is None:
+    while (marks := preferences.store_marks(mem.db, wait=False)) is None:
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    assert len(marks) == 1
+    assert marks == expected and None not in _flags(mem).values()
+
+
+def test_two_engines_backfilling_one_store_at_once_agree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes may backfill the same store at once: each writes only rows still
+    unclassified, so the result is the same as one backfill's."""
+    monkeypatch.setattr(preferences, "_PAGE", 5)
+    path = tmp_path / "old.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        mem.store_many(_chat(80))
+        expected = preferences.store_marks(mem.db)
+    _downgrade(path)
+    with mindfile.open(path, embedder="hash") as one, mindfile.open(path, embedder="hash") as two:
+        done: list[int] = []
+        errors: list[BaseException] = []
+
+        def run(mem: mindfile.Mindfile) -> None:
+            try:
+                done.append(preferences.backfill(mem.db, pause=0.0))
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(m,)) for m in (one, two)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not errors and len(done) == 2
+        assert sum(done) >= 80  # every chunk classified (some maybe by both)
+        assert preferences.store_marks(one.db) == preferences.store_marks(two.db) == expected
+
+
+def test_a_read_only_engine_does_not_backfill(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        mem.store_many(_chat(30))
+        expected = preferences.store_marks(mem.db)
+    _downgrade(path)
+    with mindfile.open(path, embedder="hash"):
+        pass  # the migration (read-only engines need the schema current)
+    with mindfile.open(path, embedder="hash", read_only=True) as mem:
+        assert preferences.store_marks(mem.db, wait=False) is None
+        assert mem.search(QUESTION, top_k=3)  # candidates only; no thread, no write
+        assert search_store(mem.db).has_unclassified()
+        assert preferences.store_marks(mem.db) == expected  # classified in memory
+        assert search_store(mem.db).has_unclassified()
+
+
+def test_searching_storing_and_backfilling_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recommendation searches in several threads while the backfill runs and another
+    thread stores, with thread switches at nearly every bytecode: no error, and the final
+    set of statements is exactly the classified chunks."""
+    monkeypatch.setattr(preferences, "_PAGE", 4)
+    path = tmp_path / "old.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        mem.store_many(_chat(120))
+    _downgrade(path)
+    errors: list[BaseException] = []
+    old = sys.getswitchinterval()
+    with mindfile.open(path, embedder="hash") as mem:
+        stop = threading.Event()
+
+        def search() -> None:
+            try:
+                while not stop.is_set():
+                    mem.search(QUESTION, top_k=5)
+            except BaseException as exc:
+                errors.append(exc)
+
+        def store() -> None:
+            try:
+                for i in range(40):
+                    text = "I usually cook on Sundays" if i % 3 == 0 else f"Noted, item {i}."
+                    mem.store("w", i, {"role": "user", "content": f"{text} #{i}"})
+            except BaseException as exc:
+                errors.append(exc)
+
+        sys.setswitchinterval(1e-6)
+        try:
+            threads = [threading.Thread(target=search) for _ in range(3)]
+            writer = threading.Thread(target=store)
+            for t in [*threads, writer]:
+                t.start()
+            writer.join(120)
+            deadline = time.monotonic() + 60
+            while preferences.store_marks(mem.db, wait=False) is None:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            stop.set()
+            for t in threads:
+                t.join(60)
+        finally:
+            stop.set()
+            sys.setswitchinterval(old)
+        assert not errors, errors
+        store_ = search_store(mem.db)
+        everything = store_.chunk_statements(
+            [int(r[0]) for r in mem.db.query("SELECT id FROM chunks")]
+        )
+        assert len(everything) == 160
+        want = preferences.marked(everything)
+        assert preferences.store_marks(mem.db) == want and len(want) == 12 + 14
+
+
+def test_a_newer_lexicon_reclassifies_the_store_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Flags made by an older lexicon (store_meta statement_lexicon) are cleared and
+    classified again by the backfill; the version is recorded, so only once."""
+    from mindfile.index import statements
+
+    path = tmp_path / "store.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        mem.store_many(_chat(30))
+        expected = preferences.store_marks(mem.db)
+        # What an older lexicon might have said: one statement missed, one extra.
+        first, other = min(expected), min(set(range(1, 31)) - expected)
+        with mem.db.atomic():
+            mem.db.execute("UPDATE chunks SET user_statement = 0 WHERE id = ?", (first,))
+            mem.db.execute("UPDATE chunks SET user_statement = 1 WHERE id = ?", (other,))
+    with mindfile.open(path, embedder="hash") as mem:
+        wrong = preferences.store_marks(mem.db)
+        assert wrong == (expected - {first}) | {other}
+    monkeypatch.setattr(statements, "LEXICON_VERSION", 2)
+    with mindfile.open(path, embedder="hash") as mem:
+        assert search_store(mem.db).statement_lexicon() == 1  # absent: the first lexicon
+        assert preferences.store_marks(mem.db, wait=False) is None  # reclassifying
+        deadline = time.monotonic() + 10
+        while (marks := preferences.store_marks(mem.db, wait=False)) is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert marks == expected
+        assert search_store(mem.db).statement_lexicon() == 2
+    with mindfile.open(path, embedder="hash") as mem:
+        assert preferences.store_marks(mem.db, wait=False) == expected  # nothing to redo
+        assert not search_store(mem.db).reset_statements(2)

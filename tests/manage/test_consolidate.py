@@ -67,6 +67,25 @@ def test_exact_meaning_duplicates_merge_into_the_earliest(mem: mindfile.Mindfile
     assert_consistent(mem)
 
 
+def test_a_merged_statement_stays_a_statement(mem: mindfile.Mindfile) -> None:
+    """The survivor's ``user_statement`` is recomputed with its merged metadata; the
+    absorbed chunks leave the statement set."""
+    from mindfile.retrieve.preferences import store_marks
+
+    mem.store("s", 1, {"role": "user", "content": "I love hiking in the Alps"}, tags=["a"])
+    mem.store("s", 2, {"role": "user", "content": "i LOVE hiking in the alps"}, tags=["b"])
+    mem.store("s", 3, {"role": "assistant", "content": "noted"})
+    assert len(store_marks(mem.db)) == 2
+    report = mem.consolidate(older_than=None)
+    assert (report.merged_groups, report.merged_chunks) == (1, 1)
+    flags = raw(mem).query(
+        "SELECT id, user_statement FROM chunks WHERE session_id = ? ORDER BY id", ("s",)
+    )
+    assert [int(f) for _, f in flags] == [1, 0]
+    assert store_marks(mem.db) == frozenset({int(flags[0][0])})
+    assert_consistent(mem)
+
+
 def test_consolidation_is_idempotent(mem: mindfile.Mindfile) -> None:
     for seq, text in enumerate(["Alpha beta", "alpha BETA", "gamma", "Gamma", "delta"], start=1):
         mem.store("s", seq, {"role": "user", "content": text})

@@ -48,9 +48,41 @@ def test_search_store_statements(seam: Seam) -> None:
         (rowids[2], "three"),
     ]
     assert all(m.startswith("{") for _, _, m in rows)
-    after = search.statements_after(rowids[0], 10)
-    assert [r for r, _, _ in after] == rowids[1:]
-    assert [r for r, _, _ in search.statements_after(0, 1)] == rowids[:1]
+    # Classified when written (migration 0014): nothing to backfill.
+    assert search.statement_rowids() == rowids[:1]
+    assert not search.has_unclassified()
+    assert search.unclassified_after(0, 10) == []
+
+
+def test_search_store_classifies_what_is_unclassified(seam: Seam) -> None:
+    search, _ = seam.read_stores()
+    seam.store("s1", 1, "I love hiking")
+    seam.store("s1", 2, "two")
+    seam.store("s2", 1, "I have a golden retriever")
+    rowids = seam.rowids()
+    with seam.atomic():  # as if written before the migration
+        seam.db.execute("UPDATE chunks SET user_statement = NULL")
+    assert search.has_unclassified() and search.statement_rowids() == []
+    after = search.unclassified_after(rowids[0], 10)
+    assert [(r, t) for r, t, _ in after] == [
+        (rowids[1], "two"),
+        (rowids[2], "I have a golden retriever"),
+    ]
+    assert [r for r, _, _ in search.unclassified_after(0, 1)] == rowids[:1]
+    search.classify_statements([(rowids[0], True), (rowids[1], False), (10**9, True)])
+    assert search.statement_rowids() == rowids[:1]
+    assert [r for r, _, _ in search.unclassified_after(0, 10)] == rowids[2:]
+    # Only rows still unclassified are written: a classified row keeps its flag.
+    search.classify_statements([(rowids[0], False), (rowids[2], True)])
+    assert search.statement_rowids() == [rowids[0], rowids[2]]
+    assert not search.has_unclassified()
+    search.classify_statements([])
+    # A newer lexicon: every flag cleared, once.
+    assert search.statement_lexicon() == 1
+    assert search.reset_statements(2)
+    assert search.has_unclassified() and search.statement_rowids() == []
+    assert len(search.unclassified_after(0, 10)) == 3
+    assert search.statement_lexicon() == 2 and not search.reset_statements(2)
 
 
 def _scope(session: str, **kw: object) -> Scope:

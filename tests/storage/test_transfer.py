@@ -65,6 +65,8 @@ def populate(path: Path, folder: Path) -> None:
         mem.store("chat-1", 2, {"role": "assistant", "content": "Lisbon is lovely in spring."})
         # The same text again: dedup extends the chunk (the UPDATE-linking trigger).
         mem.store("chat-1", 3, {"role": "user", "content": "I moved to Lisbon in May"})
+        # A user statement (chunks.user_statement = 1, migration 0014).
+        mem.store("chat-4", 1, {"role": "user", "content": "I've been learning Portuguese"})
         mem.store_many(
             [
                 ("chat-2", i, {"role": "user", "content": f"day {i}: the tomatoes in the garden"})
@@ -154,6 +156,14 @@ def _sqlite_scalar(path: Path, sql: str) -> Any:
     db = Database(path)
     try:
         return db.scalar(sql)
+    finally:
+        db.close()
+
+
+def _sqlite_flags(path: Path) -> list[tuple[Any, ...]]:
+    db = Database(path)
+    try:
+        return db.query("SELECT user_statement, count(*) FROM chunks GROUP BY 1 ORDER BY 1")
     finally:
         db.close()
 
@@ -307,6 +317,10 @@ def test_sqlite_to_postgres_and_back(source: Path, tmp_path: Path, pg_url: str) 
         )
         assert db.scalar("SELECT rowid FROM sessions WHERE session_id = 'new'") == n_sessions + 1
         db.execute("DELETE FROM sessions WHERE session_id = 'new'")
+
+        # The preference flags survive: the statement and the others.
+        flags = db.query("SELECT user_statement, count(*) FROM chunks GROUP BY 1 ORDER BY 1")
+        assert flags == _sqlite_flags(source) and len(flags) == 2
 
     back = tmp_path / "back.db"
     report = migrate_store(pg_url, back)

@@ -41,6 +41,7 @@ import numpy as np
 from mindfile.errors import InvalidInputError
 from mindfile.index.chunking import chunk_text, content_hash
 from mindfile.index.pipeline import MAX_TAGS, check_id, dump_json
+from mindfile.index.statements import is_user_statement
 from mindfile.manage.importance import iso, parse_time
 from mindfile.manage.quota import check_scope
 from mindfile.manage.types import ConsolidationRecord, ConsolidationReport
@@ -241,6 +242,7 @@ def _apply_group(
     if tags:
         meta["tags"] = tags
     used = [r.last_accessed_at for r in group if r.last_accessed_at is not None]
+    metadata_json = dump_json(meta, "metadata")
     update = SurvivorUpdate(
         rowid=survivor,
         sequence_start=min(r.sequence_start for r in group),
@@ -250,7 +252,8 @@ def _apply_group(
         expires_at=None if any(e is None for e in expiries) else max(str(e) for e in expiries),
         access_count=sum(r.access_count for r in group),
         last_accessed_at=max(used) if used else None,
-        metadata_json=dump_json(meta, "metadata"),
+        metadata_json=metadata_json,
+        user_statement=is_user_statement(keep.text, metadata_json),
     )
     sources = [
         {

@@ -5,16 +5,11 @@
 answers it ("ugh, fighting Premiere Pro's timeline again"), and the static model puts
 them only loosely close. Two small detectors, no LLM, no dependency:
 
-* :func:`statement_kind` says whether a user-side text states a *preference* (a like or
-  a dislike: love / like / enjoy / prefer / hate / can't stand / am into / my favourite /
-  I don't like ...), a *habit* (I usually / every morning / I've been learning / I'm a
-  nurse ...), a *possession* (I own / I have a / my dog / just got a ...) or a
-  *constraint* (I'm vegetarian / I can't eat / I'm afraid of / my budget ...). First
-  person only (a dropped subject at the start of a sentence counts: "can't stand
-  horror"); a negated habit or possession ("I don't have a car") is not marked, and
-  reactions to the other speaker ("I love that!", "I like your photo") are not
-  preferences. Chunks whose ``metadata.role`` is assistant, system or tool are never
-  marked.
+* :func:`statement_kind` says whether a user-side text states a *preference*, a
+  *habit*, a *possession* or a *constraint* (:mod:`mindfile.index.statements`, where it
+  lives with :func:`user_side`: the write path classifies every chunk with them and the
+  store keeps the answer in ``chunks.user_statement``, migration 0014). Chunks whose
+  ``metadata.role`` is assistant, system or tool are never marked.
 * :func:`recommendation_intent` says whether a query asks for a recommendation or advice
   ("recommend", "suggest", "any ideas", "what should I", "tips for", "gift for", "which
   ... should", "help me choose" ...).
@@ -26,9 +21,9 @@ For a question with that intent, ``search`` (nothing else changes for other quer
    of a chat history;
 2. adds a third leg: the question's ``leg`` (50) nearest user-side statements of the
    whole store (within the search's filters) join the fused candidates, scored as the
-   vector leg would score them; which chunks are statements is derived from the chunks
-   and kept in memory like the BM25 index (:func:`store_marks`), so there is no schema
-   change and stores written before this code get it too;
+   vector leg would score them; which chunks are statements is a column of the store,
+   set when a chunk is written (:func:`store_marks`); chunks written before migration
+   0014 are classified once per store by a background backfill (:func:`backfill`);
 3. adds ``preference = top * weight`` (``top`` the best fused score, as the time boost;
    ``weight`` 1.0) to each statement among the best ``scan`` (200) candidates, shown in
    ``hit.breakdown.preference``. A boost, never a filter: with weight 1.0 statements come
@@ -41,35 +36,41 @@ regular expression. Parameters: cross-validated on benchmarks/data/preferences.j
 
 from __future__ import annotations
 
-import functools
 import heapq
-import json
 import logging
 import re
 import threading
+import time
 import weakref
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, overload
 
 import numpy as np
 
 from mindfile.embed.base import Vector
+from mindfile.index import statements
+from mindfile.index.statements import (
+    StatementKind,
+    is_user_statement,
+    marked,
+    statement_kind,
+    user_side,
+)
 from mindfile.manage.expiry import hidden_rowids
 from mindfile.retrieve.fusion import Fused
 from mindfile.storage.backend import AnyDatabase, lifecycle_store, search_store
 from mindfile.storage.db import utcnow
 from mindfile.storage.index_source import index_source
-from mindfile.storage.search import SearchStore
 from mindfile.vector.base import VectorFilter, VectorIndex
 
 __all__ = [
     "DEFAULT_PREFERENCE_CONFIG",
-    "INLINE_MAX",
     "PreferenceConfig",
     "StatementKind",
     "apply_preferences",
+    "backfill",
     "boost",
+    "is_user_statement",
     "leg_query",
     "marked",
     "recommendation_intent",
@@ -80,8 +81,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("mindfile.retrieve")
-
-StatementKind = Literal["preference", "habit", "possession", "constraint"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,310 +168,59 @@ def recommendation_intent(query: str) -> bool:
     return _INTENT.search(query) is not None
 
 
-# --- statements ---------------------------------------------------------------------
+# --- statements (mindfile.index.statements) -----------------------------------------
 
-_I = r"(?:\bi|\bwe)"  # first person (the user, or the user's household)
-# Chat drops the subject at the start of a sentence: "can't stand horror", "just got a
-# Pixel", "not a fan of loud bars".
-# Such a rule's pattern starts at its verb; what precedes the match must end like this
-# (checked on the 24 characters before it: much cheaper than a leading alternation).
-_LEAD = re.compile(
-    r"(?:\b(?:i|we)(?:\s+(?:do|really|just|honestly|totally|truly|still|also|actually))*\s*"
-    r"|(?:^|[.!?;:,])\s*|\b(?:and|but|so|honestly|lol|ugh|yeah|ok|also)\s+)$"
-)
-_ADV = (
-    r"(?:\s+(?:really|absolutely|totally|just|honestly|truly|still|so|genuinely|kinda|also"
-    r"|actually|always|definitely|much))*"
-)
-# Reactions to the other speaker, not preferences: "I love that", "I like your photo".
-_REACTION = re.compile(
-    r"^(?:that|this|it|you|your|yours|how|what|the\s+idea|hearing|seeing|when\s+you)\b", _F
-)
-_PREFER = re.compile(
-    _I + r"(?:'m|\s+am|'re|\s+are)?" + _ADV + r"\s+"
-    r"(?:love|like|enjoy|adore|prefer|hate|dislike|detest|loathe|despise"
-    r"|can't\s+stand|cannot\s+stand|can't\s+get\s+enough\s+of"
-    r"|(?:am\s+|'m\s+|are\s+|'re\s+)?(?:into|obsessed\s+with|hooked\s+on|addicted\s+to"
-    r"|crazy\s+about|passionate\s+about|(?:a\s+)?(?:huge|big|massive)\s+fan\s+of|fond\s+of"
-    r"|keen\s+on))\s+(?P<obj>[\w'-]+)",
-    _F,
-)
-
-
-def _rule(kind: StatementKind, triggers: str, pattern: str, *, lead: bool = False) -> _Rule:
-    return _Rule(kind, frozenset(triggers.split()), re.compile(pattern, _F), lead)
+#: Chunks classified per page of the backfill (one short write transaction each).
+_PAGE = 2_000
+#: The backfill's pause between pages (seconds), and how many chunks it classifies
+#: before it offers the interpreter to other threads (``sleep(0)``, ~0.15 ms of work).
+#: Without the offers a search thread of the same process waits up to the switch
+#: interval (5 ms) each time it takes the GIL back from SQLite or numpy: searches during
+#: the backfill had a p50 of ~70 ms (20.8k chunks, 2 cores), ~4 ms with them (2.5 ms
+#: without a backfill), for a backfill ~1.5x longer.
+_PAUSE = 0.002
+_SLICE = 4
 
 
 @dataclass(frozen=True, slots=True)
-class _Rule:
-    """A statement pattern, tried only when the text holds one of its trigger words.
-    ``lead``: the subject may be dropped (the match must follow "I"/"we", the start of a
-    sentence or a filler word: :data:`_LEAD`)."""
+class _Cached:
+    """A store's statement rowids as last read: ``high`` the highest statement rowid
+    read (new chunks come above it: ids only grow, in commit order on both backends),
+    ``seen`` the ``chunks_changes`` seq up to which deletions were applied, ``lexicon``
+    the lexicon version the flags were made by. The flag of an existing chunk changes
+    only through the backfill and a lexicon reset (while either has work left
+    :func:`store_marks` drops the cache; a reset changes ``lexicon``) and consolidation's
+    survivor, which keeps its text and role (its tags merge) and so its flag."""
 
-    kind: StatementKind
-    triggers: frozenset[str]
-    pattern: re.Pattern[str]
-    lead: bool = False
-
-    def matches(self, text: str) -> bool:
-        if not self.lead:
-            return self.pattern.search(text) is not None
-        return any(
-            _LEAD.search(text, max(0, m.start() - 24), m.start())
-            for m in self.pattern.finditer(text)
-        )
+    rows: frozenset[int]
+    high: int
+    seen: int
+    lexicon: int
 
 
-_CONDITIONS = (
-    "vegetarian vegan pescatarian allergic intolerant lactose coeliac celiac diabetic pregnant "
-    "sober teetotal colorblind colourblind deaf kosher halal afraid scared terrified diet budget"
-)
-_OCCUPATIONS = (
-    "nurse teacher developer engineer doctor student designer programmer chef cook writer "
-    "artist musician lawyer accountant manager runner cyclist climber gamer photographer owl"
-)
-_HOUSEHOLD = (
-    "dog dogs cat cats puppy kitten pet pets parrot rabbit hamster horse lizard retriever "
-    "beagle poodle terrier labrador wife husband partner son daughter kids children twins "
-    "baby toddler mom mum dad car bike truck van motorbike house flat apartment cabin garden "
-    "balcony kitchen laptop phone camera guitar piano keyboard console"
-)
+class _Statements:
+    """One store's statements in this process: ``lock`` is held by whoever classifies
+    its unclassified chunks (the background thread, or a ``wait=True`` caller), so a
+    process runs one backfill at a time per store; ``cache`` the last set read (replaced
+    whole, never changed in place: searches read it without a lock)."""
 
-#: The lexicon, in order: the first rule that matches gives the kind. ``preference``:
-#: likes and dislikes; ``habit``: routines, activities, occupations; ``possession``:
-#: things, pets, family; ``constraint``: diet, allergies, fears, health, budget.
-_RULES: tuple[_Rule, ...] = (
-    _rule(
-        "constraint",
-        _CONDITIONS,
-        _I
-        + r"(?:'m|\s+am|'re|\s+are)\s+(?:\w+\s+)?(?:"
-        + "|".join(_CONDITIONS.split())
-        + r"|colou?r-blind|gluten-free|on\s+a\s+(?:diet|budget))\b",
-    ),
-    _rule(
-        "constraint",
-        "can't cannot can don't do never",
-        r"\b(?:(?:can't|cannot|can\s+not)\s+(?:eat|have|drink|handle|tolerate|digest)"
-        r"|(?:don't|do\s+not|never)\s+(?:eat|drink|fly))\b",
-        lead=True,
-    ),
-    _rule(
-        "constraint",
-        "keep asthma diabetes celiac coeliac migraines arthritis adhd anxiety allergy",
-        _I + r"\s+(?:keep\s+(?:kosher|halal)|have\s+(?:asthma|diabetes|celiac|coeliac|migraines"
-        r"|arthritis|adhd|anxiety|an?\s+(?:\w+\s+)?allergy))\b",
-    ),
-    _rule(
-        "constraint",
-        "budget doctor allergy allergies diet",
-        r"\bmy\s+(?:\w+\s+)?(?:budget|doctor|allerg(?:y|ies)|diet)\b",
-    ),
-    _rule(
-        "preference",
-        "don't dont not never",
-        r"(?:\bdon't|\bdo\s+not|\bdont|\bnever|'m\s+not"
-        r"|\bam\s+not|\bare\s+not|'re\s+not)(?:\s+(?:really|much|a|that|very|too|big|huge))*"
-        r"\s+(?:like|love|enjoy|fan\s+of|into|care\s+for)\b",
-        lead=True,
-    ),
-    _rule(
-        "preference",
-        "stand fan hooked obsessed",
-        r"(?:\b(?:can't|cannot|can\s+not)\s+stand|(?:'m\s+|\bam\s+)?\bnot\s+(?:a\s+)?"
-        r"(?:\w+\s+)?fan\s+of|(?:'m\s+|\bam\s+)?(?:so\s+)?\b(?:hooked\s+on|obsessed\s+with))\b",
-        lead=True,
-    ),
-    _rule(
-        "preference",
-        "favorite favourite favorites favourites fave go-to comfort guilty happy ritual",
-        r"\b(?:my|our)\s+(?:absolute\s+|all-time\s+)?(?:favou?rites?|fave|go-to|comfort\s+\w+"
-        r"|guilty\s+pleasure|happy\s+place|ritual)\b",
-    ),
-    _rule("preference", "beats life", r"\bnothing\s+beats\b|\bthe\s+best\s+\w+\s+of\s+my\s+life\b"),
-    _rule("preference", "rather", _I + r"(?:'d|\s+would)\s+(?:much\s+)?rather\b"),
-    _rule("preference", "refuse want wish", _I + r"\s+(?:refuse|want|wish)\s+to\b"),
-    _rule(
-        "preference",
-        "read seen watched played heard",
-        _I + r"(?:'ve|\s+have)\s+(?:read|seen|watched|played|heard)\s+(?:every\w*|all)\b",
-    ),
-    _rule(
-        "preference",
-        "makes make gives give drives drive bores bore bored",
-        r"\b(?:makes?|gives?|drives?|bores?|bored)\s+me\s+(?:\w+\s+)?(?:anxious|nervous|sick"
-        r"|crazy|nuts|happy|headaches?|nightmares|sweat|death|mad|calm|itch|sad)\b",
-    ),
-    _rule(
-        "preference",
-        "get",
-        _I + r"\s+get\s+(?:so\s+|really\s+|very\s+)?(?:bored|seasick|carsick|anxious|nervous"
-        r"|headaches|migraines|motion\s+sick)\b",
-    ),
-    _rule(
-        "habit",
-        "usually always often normally regularly typically tend mostly generally",
-        _I + r"\s+(?:usually|always|often|normally|regularly|typically|tend\s+to|mostly"
-        r"|generally)\s+\w+",
-    ),
-    _rule(
-        "habit",
-        "been",
-        _I + r"(?:'ve|\s+have)\s+been\s+(?!thinking\b|meaning\b|wondering\b|feeling\b"
-        r"|trying\s+to\s+(?:reach|call|get\s+hold)\b)\w+ing\b",
-    ),
-    _rule(
-        "habit",
-        "every",
-        r"\bevery\s+(?:single\s+)?(?:morning|evening|night|day|weekday|weekend|week|month"
-        r"|summer|winter|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
-    ),
-    _rule(
-        "habit",
-        "mondays tuesdays wednesdays thursdays fridays saturdays sundays weekends",
-        r"\b(?:mondays|tuesdays|wednesdays|thursdays|fridays|saturdays|sundays|weekends)"
-        r"\s+are\s+for\b",
-    ),
-    _rule(
-        "habit",
-        "teach coach volunteer work",
-        _I + r"\s+(?:teach|coach|volunteer|work\s+(?:as|from|at|in|nights|shifts))\b",
-    ),
-    _rule(
-        "habit",
-        _OCCUPATIONS,
-        _I + r"(?:'m|\s+am)\s+an?\s+(?:\w+\s+){0,2}(?:" + "|".join(_OCCUPATIONS.split()) + r")\b",
-    ),
-    _rule(
-        "habit",
-        "learning training practicing practising studying teaching taking up",
-        _I + r"(?:'m|\s+am)\s+(?:learning|training|practi[cs]ing|studying|teaching"
-        r"|taking\s+(?:lessons|classes|a\s+course)|up\s+at)\b",
-    ),
-    _rule(
-        "habit",
-        "every everything daily weekly each always weekends sundays saturdays days night",
-        _I + r"(?:\s+\w+ly)?\s+(?:drink|eat|listen\s+to|use|wear|put|read|shoot|play|watch"
-        r"|practi[cs]e|train|run|swim|cycle|ride|bake|cook|knit|paint|draw|write|meditate"
-        r"|hike|climb|teach|work|do)\s+(?:\w+\s+){0,5}(?:every\w*|each|daily|weekly|always"
-        r"|all\s+the\s+time|on\s+(?:weekends|sundays|saturdays)|most\s+days|at\s+night)\b",
-    ),
-    _rule(
-        "possession",
-        "got bought",
-        r"\b(?:just|finally)\s+(?:got|bought)\s+(?:a|an|my|our|the|some)\b",
-        lead=True,
-    ),
-    _rule(
-        "possession",
-        "own have got bought drive ride i've we've",
-        _I + r"(?:\s+(?:just|finally|recently|also|still|only))?(?:\s+own|\s+have\s+(?:a|an|two"
-        r"|three|four|my\s+own)|'ve\s+got|\s+have\s+got|\s+got\s+(?:a|an|my)|\s+bought"
-        r"|\s+drive|\s+ride)\b(?!\s+(?:a\s+)?(?:question|idea|feeling|look|minute|moment|sec"
-        r"|second|chance|point|great|good|nice|lot)\b)",
-    ),
-    _rule(
-        "possession",
-        _HOUSEHOLD,
-        r"\b(?:my|our)\s+(?:\w+\s+){0,2}(?:" + "|".join(_HOUSEHOLD.split()) + r")\b",
-    ),
-)
-# Everything but letters, apostrophes and hyphens becomes a space (then split: words).
-_SPACES = str.maketrans({c: " " for c in map(chr, range(128)) if not (c.isalpha() or c in "'-")})
-
-
-def statement_kind(text: str) -> StatementKind | None:
-    """What the user states about themselves in ``text``: ``"preference"``, ``"habit"``,
-    ``"possession"``, ``"constraint"``, or None. Any string is valid input.
-
-    ~30 µs for a chat turn; results for texts up to 4,000 characters are cached (the same
-    candidates come back across recommendation questions)."""
-    if not text:
-        return None
-    if len(text) <= 4000:
-        return _cached_kind(text)
-    return _kind(text)
-
-
-@functools.lru_cache(maxsize=8192)
-def _cached_kind(text: str) -> StatementKind | None:
-    return _kind(text)
-
-
-def _kind(text: str) -> StatementKind | None:
-    lower = text.lower().replace("\u2019", "'")
-    words = set(lower.translate(_SPACES).split())
-    if not words:
-        return None
-    if not words.isdisjoint(_PREFER_WORDS):
-        for m in _PREFER.finditer(lower):
-            if not _REACTION.match(m.group("obj")):
-                return "preference"
-    for rule in _RULES:
-        if not words.isdisjoint(rule.triggers) and rule.matches(lower):
-            return rule.kind
-    return None
-
-
-_PREFER_WORDS = frozenset(
-    str.split(
-        "love like enjoy adore prefer hate dislike detest loathe despise stand into "
-        "obsessed hooked addicted crazy passionate fan fond keen enough "
-    )
-)
-
-
-_SIDE_ROLES = frozenset({"assistant", "system", "tool", "function", "developer"})
-
-
-def user_side(metadata_json: str) -> bool:
-    """True unless the chunk's ``metadata.role`` says someone else wrote it."""
-    if '"role"' not in metadata_json:
-        return True
-    try:
-        role = json.loads(metadata_json).get("role")
-    except (ValueError, AttributeError):
-        return True
-    return not (isinstance(role, str) and role.lower() in _SIDE_ROLES)
-
-
-def marked(rows: Iterable[tuple[int, str, str]]) -> set[int]:
-    """The rowids of ``(rowid, text, metadata_json)`` rows that are user-side
-    statements about the user."""
-    return {r for r, text, meta in rows if user_side(meta) and statement_kind(text)}
-
-
-#: Chunks :func:`store_marks` reads inside a search (~30 us each); a longer backlog (a
-#: store opened for the first time, a bulk import) is read by a background thread while
-#: searches boost only the statements among their own candidates.
-INLINE_MAX = 2_000
-#: Chunks read per page (inline or in the background).
-_PAGE = 5_000
-
-
-class _Marks:
-    """A store's user-side statements, derived from its chunks and kept in memory like
-    the BM25 index: new chunks are rowids above ``high``; text updates and deletions
-    come from the ``chunks_changes`` log (``seen``: its last seq applied).
-
-    ``lock`` guards the fields and is held only for a page's merge, never for a read
-    of the database by the background builder (``building``), so a search never waits
-    for it. A page the builder read before a chunk was deleted may put the deleted id
-    back: harmless, a deleted chunk is never a candidate nor in any index.
-    """
-
-    __slots__ = ("building", "high", "lock", "rows", "seen")
+    __slots__ = ("cache", "lock")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.high = 0
-        self.seen: int | None = None
-        self.rows: set[int] = set()
-        self.building = False
+        self.cache: _Cached | None = None
 
 
-_MARKS: weakref.WeakKeyDictionary[AnyDatabase, _Marks] = weakref.WeakKeyDictionary()
-_MARKS_LOCK = threading.Lock()
+_STATES: weakref.WeakKeyDictionary[AnyDatabase, _Statements] = weakref.WeakKeyDictionary()
+_STATES_LOCK = threading.Lock()
+
+
+def _state(db: AnyDatabase) -> _Statements:
+    with _STATES_LOCK:
+        state = _STATES.get(db)
+        if state is None:
+            state = _STATES[db] = _Statements()
+        return state
 
 
 @overload
@@ -480,69 +228,132 @@ def store_marks(db: AnyDatabase, *, wait: Literal[True] = True) -> frozenset[int
 @overload
 def store_marks(db: AnyDatabase, *, wait: bool) -> frozenset[int] | None: ...
 def store_marks(db: AnyDatabase, *, wait: bool = True) -> frozenset[int] | None:
-    """The rowids of every chunk of ``db`` that is a user-side statement about the user,
-    or None while they are being read in the background (``wait=False``).
+    """The rowids of every chunk of ``db`` that is a user-side statement about the user
+    (``chunks.user_statement = 1``), or None (``wait=False``) while some chunks are not
+    classified yet.
 
-    Kept per open store (``Database``) for the process's life; a call reads only what
-    was written, changed or deleted since the last one. With ``wait=False`` (searches)
-    a backlog above :data:`INLINE_MAX` chunks is handed to a background thread instead
-    of being read inside the call (the first pass costs ~30 us a chunk: 0.2-0.5 s at
-    ~12,000 chat chunks, benchmarks/README.md).
+    The write path classifies every chunk (:func:`~mindfile.index.statements.
+    is_user_statement`); only chunks written before migration 0014 are unclassified
+    (NULL), or every chunk when this Mindfile's lexicon is newer than the one that
+    classified them. The first call that finds any in a writable store starts the
+    store's backfill in a background thread (:func:`backfill`), which classifies them
+    once for every process; meanwhile ``wait=False`` (searches) answers None and the
+    search boosts the statements among its own candidates. ``wait=True`` classifies
+    what is left inside the call (a read-only store: in memory, for this answer only).
+
+    The set is kept per open store and caught up at each call like the derived indexes:
+    statements above the highest rowid read, deletions from the ``chunks_changes`` log
+    (a few indexed reads; the whole set is read again when the log was pruned past
+    what was applied or the lexicon changed).
     """
-    with _MARKS_LOCK:
-        marks = _MARKS.get(db)
-        if marks is None:
-            marks = _MARKS[db] = _Marks()
-    source, store = index_source(db), search_store(db)
-    with marks.lock:
-        if marks.building:
+    store, state = search_store(db), _state(db)
+    lexicon = store.statement_lexicon()
+    stale = lexicon < statements.LEXICON_VERSION and not db.readonly
+    if stale or store.has_unclassified():
+        state.cache = None
+        if not wait:
+            if not db.readonly:
+                _start_backfill(db)
             return None
-        newest, changed = source.text_changes_since(marks.seen)
-        if changed is None:  # the log was pruned past what we applied: start over
-            marks.high, marks.rows = 0, set()
-        elif changed:
+        if db.readonly:  # cannot persist: classify the rest for this answer only
+            found = set(store.statement_rowids())
+            after = 0
+            while rows := store.unclassified_after(after, _PAGE):
+                found |= marked(rows)
+                after = rows[-1][0]
+            return frozenset(found)
+        with state.lock:
+            _classify_all(db, pause=0.0)
+        lexicon = store.statement_lexicon()
+    return _caught_up(db, state, lexicon)
+
+
+def _caught_up(db: AnyDatabase, state: _Statements, lexicon: int) -> frozenset[int]:
+    store, source = search_store(db), index_source(db)
+    cache = state.cache
+    if cache is not None and cache.lexicon == lexicon:
+        newest, changed = source.text_changes_since(cache.seen)
+        if changed is not None:  # else the log was pruned past ``seen``: read it all
             gone = {int(r) for r, op in changed if op == "d"}
-            marks.rows -= gone
-            updated = sorted({int(r) for r, op in changed if op == "u"} - gone)
-            marks.rows -= set(updated)
-            marks.rows |= marked(store.chunk_statements([r for r in updated if r <= marks.high]))
-        marks.seen = newest
-        if not wait and source.chunk_max_id() - marks.high > INLINE_MAX:
-            marks.building = True
-            threading.Thread(
-                target=_build, args=(db, marks), name="mindfile-preferences", daemon=True
-            ).start()
-            return None
-        _read_after(store, marks, locked=True)
-        return frozenset(marks.rows)
+            new = store.statement_rowids(cache.high)
+            rows = cache.rows
+            if gone or new:
+                rows = rows.difference(gone).union(new)
+            high = new[-1] if new else cache.high
+            if rows is not cache.rows or newest != cache.seen:
+                state.cache = _Cached(rows, high, newest, lexicon)
+            return rows
+    # The log's position first: a deletion after it is applied at the next call.
+    newest, _ = source.text_changes_since(None)
+    found = store.statement_rowids()
+    rows = frozenset(found)
+    state.cache = _Cached(rows, found[-1] if found else 0, newest, lexicon)
+    return rows
 
 
-def _read_after(store: SearchStore, marks: _Marks, *, locked: bool) -> None:
-    """Read the chunks above ``marks.high`` page by page. ``locked``: the caller holds
-    ``marks.lock``; else it is taken for each page's merge only."""
-    while True:
-        rows = store.statements_after(marks.high, _PAGE)
+def backfill(db: AnyDatabase, *, pause: float = _PAUSE) -> int:
+    """Classify every chunk of ``db`` that has no ``user_statement`` yet (all of them,
+    first, if an older lexicon classified them: :data:`~mindfile.index.statements.
+    LEXICON_VERSION`), page by page: each page read and classified outside any lock and
+    transaction, its flags written in one short transaction, ``pause`` seconds between
+    pages (0: no pause, and no offering of the interpreter). Returns how many it
+    classified.
+
+    Idempotent and safe beside other writers and other processes doing the same: only
+    rows still NULL are written, and a new chunk is classified when it is inserted."""
+    with _state(db).lock:
+        return _classify_all(db, pause=pause)
+
+
+def _classify_all(db: AnyDatabase, *, pause: float) -> int:
+    store = search_store(db)
+    if store.reset_statements(statements.LEXICON_VERSION):
+        logger.info("the statement lexicon changed: reclassifying every chunk")
+    after, done = 0, 0
+    while not db.closed:
+        rows = store.unclassified_after(after, _PAGE)
         if not rows:
-            return
-        found = marked(rows)
-        if locked:
-            marks.rows |= found
-            marks.high = rows[-1][0]
-            continue
-        with marks.lock:
-            marks.rows |= found
-            marks.high = rows[-1][0]
+            break
+        flags: list[tuple[int, bool]] = []
+        for i, (rowid, text, meta) in enumerate(rows):
+            if pause > 0 and i % _SLICE == 0:
+                time.sleep(0)  # let a waiting search thread have the interpreter
+            flags.append((rowid, is_user_statement(text, meta)))
+        store.classify_statements(flags)
+        done += len(flags)
+        after = rows[-1][0]
+        if pause > 0:
+            time.sleep(pause)
+    return done
 
 
-def _build(db: AnyDatabase, marks: _Marks) -> None:
+def _start_backfill(db: AnyDatabase) -> None:
+    state = _state(db)
+    if not state.lock.acquire(blocking=False):
+        return  # running (or a wait=True caller is classifying)
     try:
-        _read_after(search_store(db), marks, locked=False)
+        threading.Thread(
+            target=_run_backfill, args=(db, state), name="mindfile-statements", daemon=True
+        ).start()
+    except BaseException:
+        state.lock.release()
+        raise
+
+
+def _run_backfill(db: AnyDatabase, state: _Statements) -> None:
+    try:
+        started = time.perf_counter()
+        n = _classify_all(db, pause=_PAUSE)
+        logger.info(
+            "classified %d chunks as user statements or not in %.1fs",
+            n,
+            time.perf_counter() - started,
+        )
     except Exception as exc:  # a closed store, a busy database: the next search retries
         if not db.closed:
-            logger.warning("reading the store's preference statements failed: %s", exc)
+            logger.warning("classifying the store's user statements failed: %s", exc)
     finally:
-        with marks.lock:
-            marks.building = False
+        state.lock.release()
 
 
 def apply_preferences(

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mindfile.index.chunking import content_hash as text_hash
+from mindfile.index.statements import is_user_statement
 from mindfile.storage.db import Database
 
 _T = TypeVar("_T", bound=tuple[Any, ...])
@@ -40,8 +41,8 @@ INSERT_CHUNK = """
 INSERT INTO chunks (chunk_id, session_id, chunk_text, content_hash, sequence_start,
                     sequence_end, metadata_json, created_at, context_before,
                     context_after, importance, expires_at, consolidated_at, text_hash,
-                    file_id, occurred_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    file_id, occurred_at, user_statement)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING id
 """
 
@@ -63,7 +64,7 @@ FIND_CHUNK = "SELECT id FROM chunks WHERE session_id = ? AND content_hash = ?"
 INSERT_CHUNKS_HEAD = INSERT_CHUNK[: INSERT_CHUNK.index("VALUES")] + "VALUES "
 INSERT_CHUNKS_TAIL = " RETURNING chunk_id, id"
 INSERT_VECTORS_HEAD = INSERT_VECTOR[: INSERT_VECTOR.index("VALUES")] + "VALUES "
-#: Rows per multi-row INSERT: 16 parameters each, well under SQLite's 32,766.
+#: Rows per multi-row INSERT: 17 parameters each, well under SQLite's 32,766.
 ROWS_PER_INSERT = 512
 
 
@@ -85,6 +86,15 @@ class ChunkRow:
     file_id: int | None = None
     #: When the event happened (None: when the chunk is stored; migration 0013).
     occurred_at: str | None = None
+    #: A user-side statement about the user (migration 0014); None: classified when the
+    #: row is made (:func:`~mindfile.index.statements.is_user_statement`). Writers that
+    #: make rows inside their transaction pass the flag their prepared chunk carries.
+    user_statement: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.user_statement is None:
+            flag = is_user_statement(self.text, self.metadata_json)
+            object.__setattr__(self, "user_statement", flag)
 
 
 def chunk_id_for(session_id: str, chunk_hash: str) -> str:
@@ -148,6 +158,7 @@ def insert_chunks(
             text_hash(row.text),
             row.file_id,
             row.occurred_at,
+            int(bool(row.user_statement)),
         )
         for row in rows
     ]
@@ -157,7 +168,7 @@ def insert_chunks(
     # per chunk. 20,000 source chunks in groups of 256: 1.05 -> 0.53 CPU-seconds.
     found: dict[str, int] = {}
     for block in _blocks(params):
-        sql = INSERT_CHUNKS_HEAD + ",".join([_row_marks(16)] * len(block)) + INSERT_CHUNKS_TAIL
+        sql = INSERT_CHUNKS_HEAD + ",".join([_row_marks(17)] * len(block)) + INSERT_CHUNKS_TAIL
         found.update((str(c), int(i)) for c, i in db.raw_query(sql, _flat(block)))
     rowids = [found[p[0]] for p in params]
     pairs = list(zip(rowids, vectors, strict=True))

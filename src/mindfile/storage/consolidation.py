@@ -74,6 +74,10 @@ class SurvivorUpdate:
     access_count: int
     last_accessed_at: str | None
     metadata_json: str
+    #: Whether the survivor, with its new metadata, is a user-side statement about the
+    #: user (``chunks.user_statement``): computed again rather than assumed, though a
+    #: merge keeps the survivor's text and role.
+    user_statement: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +195,7 @@ FROM chunks WHERE session_id = ? AND id IN (SELECT value FROM json_each(?))
 UPDATE_SURVIVOR = """
 UPDATE chunks SET sequence_start = ?, sequence_end = ?, importance = ?, pinned = ?,
     expires_at = ?, access_count = ?, last_accessed_at = ?, metadata_json = ?,
-    consolidated_at = ?
+    consolidated_at = ?, user_statement = ?
 WHERE id = ?
 """
 
@@ -319,6 +323,7 @@ class SqliteConsolidationStore:
                     s.last_accessed_at,
                     s.metadata_json,
                     record.created_at,
+                    int(s.user_statement),
                     s.rowid,
                 ),
             )

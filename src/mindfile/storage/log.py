@@ -358,6 +358,7 @@ def write_events(
                 before,
                 after[i],
                 occurred_at=event.occurred_at,
+                user_statement=chunk.user_statement,
             )
             pending_at[key] = len(pending)
             pending.append(new)

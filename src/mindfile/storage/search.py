@@ -43,9 +43,35 @@ class SearchStore(Protocol):
         preference detector."""
         ...
 
-    def statements_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
-        """:meth:`chunk_statements` of the first ``limit`` chunks above ``rowid``, by
-        rowid."""
+    def statement_rowids(self, after: int = 0) -> list[int]:
+        """The rowids above ``after`` of the chunks classified as user-side statements
+        about the user (``user_statement = 1``; migration 0014), ascending."""
+        ...
+
+    def has_unclassified(self) -> bool:
+        """Whether any chunk is not classified yet (``user_statement`` NULL: written
+        before migration 0014 and not backfilled)."""
+        ...
+
+    def unclassified_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
+        """:meth:`chunk_statements` of the first ``limit`` unclassified chunks above
+        ``rowid``, by rowid (the backfill's page)."""
+        ...
+
+    def statement_lexicon(self) -> int:
+        """The version of the lexicon that classified the chunks (``store_meta`` key
+        ``statement_lexicon``; absent: 1)."""
+        ...
+
+    def reset_statements(self, version: int) -> bool:
+        """If the chunks were classified by a lexicon older than ``version``: mark them
+        all unclassified and record ``version``, in one transaction; True if it did."""
+        ...
+
+    def classify_statements(self, flags: Sequence[tuple[int, bool]]) -> None:
+        """Store ``(rowid, is a user statement)`` for those chunks still unclassified,
+        in one short write transaction (the one write of this store: the backfill's;
+        rows already classified, or deleted, are left alone)."""
         ...
 
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
@@ -112,8 +138,26 @@ SELECT id, chunk_text, metadata_json FROM chunks
 WHERE id IN (SELECT value FROM json_each(?))
 """
 
-STATEMENTS_AFTER = """
-SELECT id, chunk_text, metadata_json FROM chunks WHERE id > ? ORDER BY id LIMIT ?
+# Both use a partial index of migration 0014: no scan of the chunks.
+STATEMENT_ROWIDS = "SELECT id FROM chunks WHERE user_statement = 1 AND id > ? ORDER BY id"
+
+HAS_UNCLASSIFIED = "SELECT EXISTS (SELECT 1 FROM chunks WHERE user_statement IS NULL)"
+
+UNCLASSIFIED_AFTER = """
+SELECT id, chunk_text, metadata_json FROM chunks
+WHERE user_statement IS NULL AND id > ? ORDER BY id LIMIT ?
+"""
+
+LEXICON = "SELECT value FROM store_meta WHERE key = 'statement_lexicon'"
+
+SET_LEXICON = "INSERT OR REPLACE INTO store_meta (key, value) VALUES ('statement_lexicon', ?)"
+
+UNCLASSIFY_ALL = "UPDATE chunks SET user_statement = NULL WHERE user_statement IS NOT NULL"
+
+# ?1: the rowids that are statements, ?2: every rowid classified (JSON arrays).
+CLASSIFY = """
+UPDATE chunks SET user_statement = (id IN (SELECT value FROM json_each(?1)))
+WHERE id IN (SELECT value FROM json_each(?2)) AND user_statement IS NULL
 """
 
 ROWIDS_WHERE = "SELECT c.id FROM chunks AS c WHERE 1{condition}"
@@ -145,9 +189,34 @@ class SqliteSearchStore:
         rows = self.db.query(STATEMENTS, (json.dumps(list(rowids)),))
         return [(int(r), str(t), str(m)) for r, t, m in rows]
 
-    def statements_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
-        rows = self.db.query(STATEMENTS_AFTER, (rowid, limit))
+    def statement_rowids(self, after: int = 0) -> list[int]:
+        return [int(r[0]) for r in self.db.query(STATEMENT_ROWIDS, (after,))]
+
+    def has_unclassified(self) -> bool:
+        return bool(self.db.scalar(HAS_UNCLASSIFIED))
+
+    def unclassified_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
+        rows = self.db.query(UNCLASSIFIED_AFTER, (rowid, limit))
         return [(int(r), str(t), str(m)) for r, t, m in rows]
+
+    def statement_lexicon(self) -> int:
+        value = self.db.scalar(LEXICON)
+        return 1 if value is None else int(value)
+
+    def reset_statements(self, version: int) -> bool:
+        with self.db.atomic():
+            if self.statement_lexicon() >= version:
+                return False
+            self.db.execute(UNCLASSIFY_ALL)
+            self.db.execute(SET_LEXICON, (str(version),))
+            return True
+
+    def classify_statements(self, flags: Sequence[tuple[int, bool]]) -> None:
+        if not flags:
+            return
+        yes = json.dumps([r for r, flag in flags if flag])
+        with self.db.atomic():
+            self.db.execute(CLASSIFY, (yes, json.dumps([r for r, _ in flags])))
 
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
         rows = self.db.query(ROWIDS_WHERE.format(condition=condition), list(params))

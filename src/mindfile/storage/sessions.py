@@ -192,7 +192,13 @@ class SqliteSessionStore:
             if find_chunk(db, session_id, chunk.content_hash) is not None:
                 continue  # the same text twice within one item
             row = ChunkRow(
-                session_id, chunk.text, chunk.content_hash, chunk.metadata_json, sequence, sequence
+                session_id,
+                chunk.text,
+                chunk.content_hash,
+                chunk.metadata_json,
+                sequence,
+                sequence,
+                user_statement=chunk.user_statement,
             )
             insert_chunk(db, row, vector, model_id, now)
             added += 1

@@ -53,6 +53,7 @@ _CHUNK_COLUMNS = (
     "text_hash",
     "file_id",
     "occurred_at",
+    "user_statement",
 )
 
 #: The vector column's logical name; each backend names it its own way.

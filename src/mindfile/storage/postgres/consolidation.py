@@ -62,7 +62,7 @@ FROM chunks WHERE session_id = %s AND id = ANY(%s::bigint[])
 UPDATE_SURVIVOR = """
 UPDATE chunks SET sequence_start = %s, sequence_end = %s, importance = %s, pinned = %s,
     expires_at = %s, access_count = %s, last_accessed_at = %s, metadata_json = %s,
-    consolidated_at = %s
+    consolidated_at = %s, user_statement = %s
 WHERE id = %s
 """
 
@@ -176,7 +176,7 @@ class PgConsolidationStore:
                 (
                     s.sequence_start, s.sequence_end, s.importance, int(s.pinned),
                     s.expires_at, s.access_count, s.last_accessed_at, s.metadata_json,
-                    record.created_at, s.rowid,
+                    record.created_at, int(s.user_statement), s.rowid,
                 ),
             )  # fmt: skip
             self.db.execute(RELINK, (s.rowid, gone))

@@ -48,8 +48,33 @@ STATEMENTS = """
 SELECT id, chunk_text, metadata_json FROM chunks WHERE id = ANY(%s::bigint[]) ORDER BY id
 """
 
-STATEMENTS_AFTER = """
-SELECT id, chunk_text, metadata_json FROM chunks WHERE id > %s ORDER BY id LIMIT %s
+# Both use a partial index of migration 0009: no scan of the chunks.
+STATEMENT_ROWIDS = "SELECT id FROM chunks WHERE user_statement = 1 AND id > %s ORDER BY id"
+
+HAS_UNCLASSIFIED = "SELECT EXISTS (SELECT 1 FROM chunks WHERE user_statement IS NULL)"
+
+UNCLASSIFIED_AFTER = """
+SELECT id, chunk_text, metadata_json FROM chunks
+WHERE user_statement IS NULL AND id > %s ORDER BY id LIMIT %s
+"""
+
+LEXICON = "SELECT value FROM store_meta WHERE key = 'statement_lexicon'"
+
+SET_LEXICON = """
+INSERT INTO store_meta (key, value) VALUES ('statement_lexicon', %s)
+ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
+"""
+
+# One resetter at a time (any fixed key: "mfstlex" in ASCII).
+RESET_LOCK = "SELECT pg_advisory_xact_lock(30793418521994616)"
+
+UNCLASSIFY_ALL = "UPDATE chunks SET user_statement = NULL WHERE user_statement IS NOT NULL"
+
+# The rowids that are statements, then every rowid classified. No writer lock: the
+# column is not one the derived indexes read (0008).
+CLASSIFY = """
+UPDATE chunks SET user_statement = CASE WHEN id = ANY(%s::bigint[]) THEN 1 ELSE 0 END
+WHERE id = ANY(%s::bigint[]) AND user_statement IS NULL
 """
 
 ROWIDS_WHERE = "SELECT c.id FROM chunks AS c WHERE true{condition}"
@@ -116,9 +141,35 @@ class PgSearchStore:
         rows = self.db.query(STATEMENTS, ([int(r) for r in rowids],))
         return [(int(r), str(t), str(m)) for r, t, m in rows]
 
-    def statements_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
-        rows = self.db.query(STATEMENTS_AFTER, (rowid, limit))
+    def statement_rowids(self, after: int = 0) -> list[int]:
+        return [int(r[0]) for r in self.db.query(STATEMENT_ROWIDS, (after,))]
+
+    def has_unclassified(self) -> bool:
+        return bool(self.db.scalar(HAS_UNCLASSIFIED))
+
+    def unclassified_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
+        rows = self.db.query(UNCLASSIFIED_AFTER, (rowid, limit))
         return [(int(r), str(t), str(m)) for r, t, m in rows]
+
+    def statement_lexicon(self) -> int:
+        value = self.db.scalar(LEXICON)
+        return 1 if value is None else int(value)
+
+    def reset_statements(self, version: int) -> bool:
+        with self.db.atomic():
+            self.db.execute(RESET_LOCK)
+            if self.statement_lexicon() >= version:
+                return False
+            self.db.execute(UNCLASSIFY_ALL)
+            self.db.execute(SET_LEXICON, (str(version),))
+            return True
+
+    def classify_statements(self, flags: Sequence[tuple[int, bool]]) -> None:
+        if not flags:
+            return
+        yes = [int(r) for r, flag in flags if flag]
+        with self.db.atomic():
+            self.db.execute(CLASSIFY, (yes, [int(r) for r, _ in flags]))
 
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
         rows = self.db.query(ROWIDS_WHERE.format(condition=condition), list(params))

@@ -135,8 +135,8 @@ INSERT_CHUNK = """
 INSERT INTO chunks (chunk_id, session_id, chunk_text, content_hash, sequence_start,
                     sequence_end, metadata_json, created_at, context_before,
                     context_after, importance, expires_at, consolidated_at, text_hash,
-                    file_id, occurred_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                    file_id, occurred_at, user_statement)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 RETURNING id
 """
 
@@ -174,6 +174,7 @@ def insert_chunks(
             row.content_hash, row.sequence_start, row.sequence_end, row.metadata_json, now,
             row.context_before, row.context_after, row.importance, row.expires_at,
             row.consolidated_at, text_hash(row.text), row.file_id, row.occurred_at,
+            int(bool(row.user_statement)),
         )
         for row in rows
     ]  # fmt: skip
@@ -385,6 +386,7 @@ class PgSessionStore:
                         sid, chunk.text, chunk.content_hash, chunk.metadata_json,
                         event.sequence, event.sequence, event.importance, event.expires_at,
                         before, after[i], occurred_at=event.occurred_at,
+                        user_statement=chunk.user_statement,
                     )  # fmt: skip
                     pending.append((key, new, vector))
                     known[key] = _PENDING
@@ -418,7 +420,7 @@ class PgSessionStore:
                     continue  # the same text twice within one item
                 row = ChunkRow(
                     session_id, chunk.text, chunk.content_hash, chunk.metadata_json,
-                    sequence, sequence,
+                    sequence, sequence, user_statement=chunk.user_statement,
                 )  # fmt: skip
                 insert_chunks(db, [row], [vector], model_id, now)
                 added += 1
