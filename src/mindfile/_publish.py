@@ -10,13 +10,16 @@ with FTS5 for seconds while its BM25 delta was built.
 So once a process has written :data:`START_AFTER` chunks without a pause, it starts one
 helper process (``python -m mindfile._publish STORE KIND``) that opens the same store
 file, reads the committed chunks, and publishes BM25 generations and the vector index's
-generations (exact, zvec, lancedb) as they grow, on the machine's other core. The
+generations (exact, zvec, lancedb) as they grow, and classifies the new chunks for
+preference recall (:func:`mindfile.retrieve.preferences.backfill`), on the machine's
+other core. The
 writer never waits for it; when the ingest ends, the writing process (and any other)
 finds published generations covering all but the last few thousand chunks and maps
 them instead of building them.
 
-- The helper only reads the database and writes under ``<store>.index/``, taking the
-  same build locks as any process that publishes (one publisher at a time per folder).
+- The helper reads the database and writes under ``<store>.index/``, taking the same
+  build locks as any process that publishes (one publisher at a time per folder); its
+  only database writes are the statement flags (short transactions of 2,000 rows).
 - It exits when no chunk arrived for :data:`IDLE_SECONDS`, when its stdin closes (the
   engine closed, or its process died), or after a failure (logged to stderr, which is
   discarded: the indexes then catch up in the searching process as before).
@@ -195,6 +198,7 @@ def _vector_due(index: AnnIndex, high: int, *, final: bool = False) -> bool:
 def serve(path: str, vector_index: str | None) -> int:
     """The helper's loop: publish, wait for more chunks, stop when idle or told to."""
     from mindfile.retrieve.lexical import Bm25Index
+    from mindfile.retrieve.preferences import backfill
     from mindfile.storage.db import Database
     from mindfile.storage.index_source import index_source
     from mindfile.storage.meta import DIMS_KEY, SqliteMetaStore
@@ -223,6 +227,8 @@ def serve(path: str, vector_index: str | None) -> int:
                 lexical.publish(when_due=True)
                 if index is not None and _vector_due(index, high):
                     index.merge(blocking=False)
+                if not _parent_gone():
+                    backfill(db, pause=0.0)  # classify the new chunks (preference recall)
                 continue
             quiet = time.monotonic() - quiet_since
             if not settled and quiet >= POLL_SECONDS:

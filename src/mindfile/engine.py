@@ -31,6 +31,7 @@ from mindfile.index.reembed import reembed as _reembed
 from mindfile.manage import quota as _quota
 from mindfile.manage.importance import expires_at as _expires_at
 from mindfile.retrieve.lexical import Bm25Index
+from mindfile.retrieve.preferences import backfill as backfill_statements
 from mindfile.retrieve.search import (
     DEFAULT_CANDIDATES,
     SearchRequest,
@@ -538,6 +539,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         self.index.size()
         if self.lexical is not None:
             self.lexical.warm()
+        if not self.read_only:  # the chunks written unclassified (preference recall)
+            backfill_statements(self.db)
 
     def recall(
         self, session_id: str, limit: int | None = None, *, user_id: str | None = None

@@ -124,7 +124,7 @@ def test_a_bulk_ingest_is_indexed_and_published_before_anyone_searches(
     assert _wait_for(lambda: (root / "exact" / MANIFEST).exists())
     assert _wait_for(lambda: mem.lexical.stats()["base_docs"] == 400)
     assert (root / "bm25" / MANIFEST).exists()
-    assert mem._follower.runs >= 1
+    assert _wait_for(lambda: mem._follower.runs >= 1)  # (it also classifies the chunks)
     mem.close()
 
     other = mindfile.open(path, embedder="hash", vector_index="exact")

@@ -211,14 +211,25 @@ def _flags(mem: mindfile.Mindfile) -> dict[str, int | None]:
     return {str(t): None if f is None else int(f) for t, f in rows}
 
 
-def test_chunks_are_classified_when_written(any_mem: mindfile.Mindfile) -> None:
-    """Migration 0014: every chunk is classified as it is stored, whatever the path."""
+def test_chunks_are_classified_off_the_write_path(any_mem: mindfile.Mindfile) -> None:
+    """Migration 0014: chunks are written unclassified, whatever the path (classifying
+    them cost ~14% of ingest throughput), and classified by the backfill; a search
+    meanwhile classifies a few unclassified chunks itself, in memory."""
     mem = any_mem
     mem.store("s", 1, {"role": "user", "content": "I've been learning Premiere Pro"})
     mem.store("s", 2, {"role": "assistant", "content": "I've been learning Final Cut"})
     mem.store("s", 3, {"role": "user", "content": "The weather was nice today."})
     mem.store_many([("t", 1, {"role": "user", "content": "I'm vegetarian"})])
     mem.store_note("s", "n1", "I have a golden retriever")  # no role: user side
+    assert set(_flags(mem).values()) == {None}
+    store = search_store(mem.db)
+    preferences._state(mem.db).lock.acquire()  # no backfill thread for the moment
+    try:
+        inline = preferences.store_marks(mem.db, wait=False)
+        assert store.statement_rowids() == [] and store.has_unclassified()
+    finally:
+        preferences._state(mem.db).lock.release()
+    assert preferences.backfill(mem.db) == 5
     assert _flags(mem) == {
         "I've been learning Premiere Pro": 1,
         "I've been learning Final Cut": 0,
@@ -226,10 +237,9 @@ def test_chunks_are_classified_when_written(any_mem: mindfile.Mindfile) -> None:
         "I'm vegetarian": 1,
         "I have a golden retriever": 1,
     }
-    store = search_store(mem.db)
     assert not store.has_unclassified()
-    assert preferences.store_marks(mem.db, wait=False) == frozenset(store.statement_rowids())
-    assert len(store.statement_rowids()) == 3
+    assert inline == frozenset(store.statement_rowids())
+    assert preferences.store_marks(mem.db, wait=False) == inline and len(inline) == 3
 
 
 def test_deleted_chunks_leave_the_statements(any_mem: mindfile.Mindfile) -> None:
@@ -313,18 +323,29 @@ def _results(mem: mindfile.Mindfile, question: str) -> list[tuple[str, float, fl
 QUESTION = "Can you recommend a video editing course?"
 
 
+def _backfilled(mem: mindfile.Mindfile) -> frozenset[int]:
+    deadline = time.monotonic() + 20
+    while search_store(mem.db).has_unclassified():
+        preferences.store_marks(mem.db, wait=False)  # (re)starts the backfill
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    return preferences.store_marks(mem.db, wait=False)  # type: ignore[return-value]
+
+
 def test_a_store_from_before_the_migration_is_backfilled_in_the_background(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Chunks written before migration 0014 are classified once, by a background thread
-    the first recommendation question starts; meanwhile searches boost the statements
-    among their own candidates, and afterwards they answer as on a fresh store."""
+    """Chunks written before migration 0014 (or by a bulk ingest) are classified once,
+    by a background thread the first recommendation question starts; meanwhile searches
+    boost the statements among their own candidates, and afterwards they answer as on
+    a fresh store."""
     monkeypatch.setattr(preferences, "_PAGE", 7)
+    monkeypatch.setattr(preferences, "INLINE_MAX", 0)  # too many to classify in a search
     path = tmp_path / "old.db"
     with mindfile.open(path) as mem:
         mem.store_many(_chat(60))
-        fresh = _results(mem, QUESTION)
         expected = preferences.store_marks(mem.db)
+        fresh = _results(mem, QUESTION)
     assert len(expected) == 6 and any(p for _, _, p in fresh)
     _downgrade(path)
     started, release = threading.Event(), threading.Event()
@@ -340,14 +361,10 @@ def test_a_store_from_before_the_migration_is_backfilled_in_the_background(
         assert set(_flags(mem).values()) == {None}  # migrated: nothing classified yet
         during = mem.search(QUESTION, top_k=10)
         assert started.wait(10)  # the backfill runs in its thread; the search did not wait
-        assert preferences.store_marks(mem.db, wait=False) is None  # backfill not finished
+        assert preferences.store_marks(mem.db, wait=False) == frozenset()  # none known yet
         assert during[0].breakdown.preference  # a statement among the candidates, boosted
         release.set()
-        deadline = time.monotonic() + 10
-        while (marks := preferences.store_marks(mem.db, wait=False)) is None:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        assert marks == expected
+        assert _backfilled(mem) == expected
         assert None not in _flags(mem).values()
         assert _results(mem, QUESTION) == fresh
     with mindfile.open(path) as mem:  # persisted: the next engine has nothing to do
@@ -355,19 +372,19 @@ def test_a_store_from_before_the_migration_is_backfilled_in_the_background(
         assert preferences.backfill(mem.db) == 0
 
 
-def test_unclassified_chunks_are_backfilled_on_both_backends(any_mem: mindfile.Mindfile) -> None:
+def test_unclassified_chunks_are_backfilled_on_both_backends(
+    any_mem: mindfile.Mindfile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(preferences, "INLINE_MAX", 0)
     mem = any_mem
     mem.store_many(_chat(40))
     expected = preferences.store_marks(mem.db)
     assert len(expected) == 4
     with mem.db.atomic():  # as if written before the migration
         mem.db.execute("UPDATE chunks SET user_statement = NULL WHERE id % 2 = 0")
-    assert preferences.store_marks(mem.db, wait=False) is None  # the backfill starts
-    deadline = time.monotonic() + 10
-    while (marks := preferences.store_marks(mem.db, wait=False)) is None:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    assert marks == expected and None not in _flags(mem).values()
+    known = preferences.store_marks(mem.db, wait=False)  # the backfill starts
+    assert known is not None and known <= expected
+    assert _backfilled(mem) == expected and None not in _flags(mem).values()
 
 
 def test_two_engines_backfilling_one_store_at_once_agree(
@@ -410,10 +427,11 @@ def test_a_read_only_engine_does_not_backfill(tmp_path: Path) -> None:
     with mindfile.open(path, embedder="hash"):
         pass  # the migration (read-only engines need the schema current)
     with mindfile.open(path, embedder="hash", read_only=True) as mem:
-        assert preferences.store_marks(mem.db, wait=False) is None
-        assert mem.search(QUESTION, top_k=3)  # candidates only; no thread, no write
+        # 30 unclassified chunks: classified in memory for each answer; no thread, no write
+        assert preferences.store_marks(mem.db, wait=False) == expected
+        assert mem.search(QUESTION, top_k=3)
         assert search_store(mem.db).has_unclassified()
-        assert preferences.store_marks(mem.db) == expected  # classified in memory
+        assert preferences.store_marks(mem.db) == expected
         assert search_store(mem.db).has_unclassified()
 
 
@@ -455,10 +473,7 @@ def test_searching_storing_and_backfilling_at_once(
             for t in [*threads, writer]:
                 t.start()
             writer.join(120)
-            deadline = time.monotonic() + 60
-            while preferences.store_marks(mem.db, wait=False) is None:
-                assert time.monotonic() < deadline
-                time.sleep(0.01)
+            _backfilled(mem)
             stop.set()
             for t in threads:
                 t.join(60)

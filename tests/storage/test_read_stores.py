@@ -48,10 +48,18 @@ def test_search_store_statements(seam: Seam) -> None:
         (rowids[2], "three"),
     ]
     assert all(m.startswith("{") for _, _, m in rows)
-    # Classified when written (migration 0014): nothing to backfill.
+    # Written unclassified (migration 0014): the backfill's work.
+    assert search.statement_rowids() == []
+    assert search.has_unclassified() and search.first_unclassified() == rowids[0]
+    assert [r for r, _, _ in search.unclassified_after(0, 10)] == rowids
+    among = search.unclassified_among([rowids[2], 10**9])
+    assert [(r, t) for r, t, _ in among] == [(rowids[2], "three")]
+    search.classify_statements([(rowids[0], True), (rowids[1], False)])
+    assert search.first_unclassified() == rowids[2]
+    assert search.unclassified_among(rowids[:2]) == []
+    search.classify_statements([(rowids[2], False)])
     assert search.statement_rowids() == rowids[:1]
-    assert not search.has_unclassified()
-    assert search.unclassified_after(0, 10) == []
+    assert not search.has_unclassified() and search.first_unclassified() is None
 
 
 def test_search_store_classifies_what_is_unclassified(seam: Seam) -> None:

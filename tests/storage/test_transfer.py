@@ -25,6 +25,7 @@ from mindfile.cli.main import cli
 from mindfile.errors import ConflictError, LLMError, NotFoundError, StorageError
 from mindfile.llm.failures import record_llm_failure
 from mindfile.memory.types import SummaryState
+from mindfile.retrieve import preferences
 from mindfile.scheduler import RunStatus, ScheduleCadence, ScheduleRunRecord
 from mindfile.storage import transfer
 from mindfile.storage.db import Database
@@ -65,7 +66,7 @@ def populate(path: Path, folder: Path) -> None:
         mem.store("chat-1", 2, {"role": "assistant", "content": "Lisbon is lovely in spring."})
         # The same text again: dedup extends the chunk (the UPDATE-linking trigger).
         mem.store("chat-1", 3, {"role": "user", "content": "I moved to Lisbon in May"})
-        # A user statement (chunks.user_statement = 1, migration 0014).
+        # A user statement (chunks.user_statement = 1 once classified, migration 0014).
         mem.store("chat-4", 1, {"role": "user", "content": "I've been learning Portuguese"})
         mem.store_many(
             [
@@ -122,6 +123,7 @@ def populate(path: Path, folder: Path) -> None:
         schedules.add(
             goal="weekly", user_id="bob", cadence=ScheduleCadence.interval(604800), now=T0
         )
+        preferences.backfill(mem.db)  # flags 1 and 0; the chunks written below stay NULL
     # Embedding jobs still pending: chunks without vectors yet.
     with mindfile.open(path, embedder="hash", indexing="background") as mem:
         mem.store("chat-3", 1, {"role": "user", "content": "the project deadline moved"})
@@ -318,9 +320,10 @@ def test_sqlite_to_postgres_and_back(source: Path, tmp_path: Path, pg_url: str) 
         assert db.scalar("SELECT rowid FROM sessions WHERE session_id = 'new'") == n_sessions + 1
         db.execute("DELETE FROM sessions WHERE session_id = 'new'")
 
-        # The preference flags survive: the statement and the others.
-        flags = db.query("SELECT user_statement, count(*) FROM chunks GROUP BY 1 ORDER BY 1")
-        assert flags == _sqlite_flags(source) and len(flags) == 2
+        # The preference flags survive: unclassified, the statement and the others.
+        flags = db.query("SELECT user_statement, count(*) FROM chunks GROUP BY 1")
+        assert sorted(flags, key=repr) == sorted(_sqlite_flags(source), key=repr)
+        assert len(flags) == 3
 
     back = tmp_path / "back.db"
     report = migrate_store(pg_url, back)

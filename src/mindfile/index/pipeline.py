@@ -12,7 +12,6 @@ from typing import Any
 from mindfile.errors import InvalidInputError, InvalidTimeError, LimitExceededError
 from mindfile.index.chunking import ChunkSpec, chunk_text, content_hash
 from mindfile.index.extract import extract_role, extract_text
-from mindfile.index.statements import is_user_statement
 from mindfile.manage.importance import DEFAULT_IMPORTANCE, check_importance, role_importance
 
 __all__ = [
@@ -42,13 +41,8 @@ class PreparedChunk:
     content_hash: str
     metadata_json: str
     #: A user-side statement about the user (``chunks.user_statement``, migration 0014);
-    #: None: classified here, while the event is prepared, outside any transaction.
+    #: None: not classified (the background backfill classifies it, off the write path).
     user_statement: bool | None = None
-
-    def __post_init__(self) -> None:
-        if self.user_statement is None:
-            flag = is_user_statement(self.text, self.metadata_json)
-            object.__setattr__(self, "user_statement", flag)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,12 +12,11 @@ love that!", "I like your photo") are not preferences. :func:`user_side` says wh
 a chunk's metadata lets the user be its author (``metadata.role`` assistant, system or
 tool: no).
 
-A chunk is a *user statement* when both hold (:func:`is_user_statement`). The write
-path classifies every chunk once, before its write transaction, and the store keeps
-the answer in ``chunks.user_statement`` (migration 0014; chunks written before it are
-classified once per store by a background backfill, :mod:`mindfile.retrieve.
-preferences`). Pure functions, no I/O: the storage layer and the read path both import
-this module.
+A chunk is a *user statement* when both hold (:func:`is_user_statement`). Chunks are
+written unclassified and classified once per store, off the write path, by the backfill
+(:func:`mindfile.retrieve.preferences.backfill`); the store keeps the answer in
+``chunks.user_statement`` (migration 0014). Pure functions, no I/O: the storage layer
+and the read path both import this module.
 """
 
 from __future__ import annotations
@@ -323,7 +322,7 @@ def marked(rows: Iterable[tuple[int, str, str]]) -> set[int]:
 
 def is_user_statement(text: str, metadata_json: str) -> bool:
     """True when the chunk ``(text, metadata_json)`` is a user-side statement about the
-    user: what ``chunks.user_statement`` holds. Not cached (the write path and the
-    backfill classify each text once; :func:`statement_kind`'s cache is for the
+    user: what ``chunks.user_statement`` holds. Not cached (the backfill and
+    consolidation classify each text once; :func:`statement_kind`'s cache is for the
     candidates that come back across searches)."""
     return bool(text) and user_side(metadata_json) and _kind(text) is not None

@@ -21,9 +21,9 @@ For a question with that intent, ``search`` (nothing else changes for other quer
    of a chat history;
 2. adds a third leg: the question's ``leg`` (50) nearest user-side statements of the
    whole store (within the search's filters) join the fused candidates, scored as the
-   vector leg would score them; which chunks are statements is a column of the store,
-   set when a chunk is written (:func:`store_marks`); chunks written before migration
-   0014 are classified once per store by a background backfill (:func:`backfill`);
+   vector leg would score them; which chunks are statements is a column of the store
+   (:func:`store_marks`), written NULL and classified once per store off the write
+   path by :func:`backfill`;
 3. adds ``preference = top * weight`` (``top`` the best fused score, as the time boost;
    ``weight`` 1.0) to each statement among the best ``scan`` (200) candidates, shown in
    ``hit.breakdown.preference``. A boost, never a filter: with weight 1.0 statements come
@@ -65,6 +65,7 @@ from mindfile.vector.base import VectorFilter, VectorIndex
 
 __all__ = [
     "DEFAULT_PREFERENCE_CONFIG",
+    "INLINE_MAX",
     "PreferenceConfig",
     "StatementKind",
     "apply_preferences",
@@ -172,6 +173,9 @@ def recommendation_intent(query: str) -> bool:
 
 #: Chunks classified per page of the backfill (one short write transaction each).
 _PAGE = 2_000
+#: Unclassified chunks a search classifies itself, in memory (~30-70 us each), before
+#: the backfill has persisted them; more (a bulk ingest) are left to the backfill.
+INLINE_MAX = 256
 #: The backfill's pause between pages (seconds), and how many chunks it classifies
 #: before it offers the interpreter to other threads (``sleep(0)``, ~0.15 ms of work).
 #: Without the offers a search thread of the same process waits up to the switch
@@ -184,16 +188,16 @@ _SLICE = 4
 
 @dataclass(frozen=True, slots=True)
 class _Cached:
-    """A store's statement rowids as last read: ``high`` the highest statement rowid
-    read (new chunks come above it: ids only grow, in commit order on both backends),
-    ``seen`` the ``chunks_changes`` seq up to which deletions were applied, ``lexicon``
-    the lexicon version the flags were made by. The flag of an existing chunk changes
-    only through the backfill and a lexicon reset (while either has work left
-    :func:`store_marks` drops the cache; a reset changes ``lexicon``) and consolidation's
-    survivor, which keeps its text and role (its tags merge) and so its flag."""
+    """A store's statement rowids as last read: every flag at or below ``through`` was
+    final then (set, and below the lowest unclassified chunk; a chunk's flag goes from
+    NULL to 0 or 1 once, and new chunks come above, unclassified: ids only grow, in
+    commit order on both backends), so the next read needs only the statements above
+    it. ``seen``: the ``chunks_changes`` seq up to which deletions were applied;
+    ``lexicon``: the lexicon version the flags were made by (a reset drops the cache).
+    Consolidation's survivor keeps its text and role, and so its flag."""
 
     rows: frozenset[int]
-    high: int
+    through: int
     seen: int
     lexicon: int
 
@@ -228,32 +232,33 @@ def store_marks(db: AnyDatabase, *, wait: Literal[True] = True) -> frozenset[int
 @overload
 def store_marks(db: AnyDatabase, *, wait: bool) -> frozenset[int] | None: ...
 def store_marks(db: AnyDatabase, *, wait: bool = True) -> frozenset[int] | None:
-    """The rowids of every chunk of ``db`` that is a user-side statement about the user
-    (``chunks.user_statement = 1``), or None (``wait=False``) while some chunks are not
-    classified yet.
+    """The rowids of the chunks of ``db`` that are user-side statements about the user
+    (``chunks.user_statement = 1``).
 
-    The write path classifies every chunk (:func:`~mindfile.index.statements.
-    is_user_statement`); only chunks written before migration 0014 are unclassified
-    (NULL), or every chunk when this Mindfile's lexicon is newer than the one that
-    classified them. The first call that finds any in a writable store starts the
-    store's backfill in a background thread (:func:`backfill`), which classifies them
-    once for every process; meanwhile ``wait=False`` (searches) answers None and the
-    search boosts the statements among its own candidates. ``wait=True`` classifies
-    what is left inside the call (a read-only store: in memory, for this answer only).
+    Chunks are written unclassified (NULL, migration 0014) and classified off the write
+    path by :func:`backfill`, once for every process. With ``wait=True`` what is left
+    is classified inside the call and the answer is complete (a read-only store: in
+    memory, for this answer only). With ``wait=False`` (searches) the answer is the
+    chunks classified so far, and the first call that finds unclassified ones in a
+    writable store starts the backfill in a background thread. Up to
+    :data:`INLINE_MAX` unclassified chunks (the latest turns of a conversation) are
+    classified inside the call, in memory; above that the caller classifies its own
+    candidates that are not (``unclassified_among``). None when the flags were made by
+    an older lexicon and are being made again.
 
     The set is kept per open store and caught up at each call like the derived indexes:
-    statements above the highest rowid read, deletions from the ``chunks_changes`` log
-    (a few indexed reads; the whole set is read again when the log was pruned past
-    what was applied or the lexicon changed).
+    statements above what was final at the last read, deletions from the
+    ``chunks_changes`` log (a few indexed reads; the whole set is read again when the
+    log was pruned past what was applied or the lexicon changed).
     """
     store, state = search_store(db), _state(db)
     lexicon = store.statement_lexicon()
     stale = lexicon < statements.LEXICON_VERSION and not db.readonly
-    if stale or store.has_unclassified():
+    first = store.first_unclassified()
+    if stale or (first is not None and wait):
         state.cache = None
         if not wait:
-            if not db.readonly:
-                _start_backfill(db)
+            _start_backfill(db)
             return None
         if db.readonly:  # cannot persist: classify the rest for this answer only
             found = set(store.statement_rowids())
@@ -264,31 +269,51 @@ def store_marks(db: AnyDatabase, *, wait: bool = True) -> frozenset[int] | None:
             return frozenset(found)
         with state.lock:
             _classify_all(db, pause=0.0)
-        lexicon = store.statement_lexicon()
-    return _caught_up(db, state, lexicon)
+        lexicon, first = store.statement_lexicon(), store.first_unclassified()
+    rows = _caught_up(db, state, lexicon, first)
+    if first is None:
+        return rows
+    if not db.readonly:
+        _start_backfill(db)
+    # A few unclassified chunks (a conversation's latest turns): classified here, for
+    # this answer (the backfill persists them); a bulk ingest's are left to it.
+    tail = store.unclassified_after(first - 1, INLINE_MAX + 1)
+    if len(tail) > INLINE_MAX:
+        return rows
+    return rows.union(marked(tail))
 
 
-def _caught_up(db: AnyDatabase, state: _Statements, lexicon: int) -> frozenset[int]:
+def _caught_up(
+    db: AnyDatabase, state: _Statements, lexicon: int, first: int | None
+) -> frozenset[int]:
     store, source = search_store(db), index_source(db)
     cache = state.cache
     if cache is not None and cache.lexicon == lexicon:
         newest, changed = source.text_changes_since(cache.seen)
         if changed is not None:  # else the log was pruned past ``seen``: read it all
             gone = {int(r) for r, op in changed if op == "d"}
-            new = store.statement_rowids(cache.high)
+            new = store.statement_rowids(cache.through)
             rows = cache.rows
             if gone or new:
                 rows = rows.difference(gone).union(new)
-            high = new[-1] if new else cache.high
-            if rows is not cache.rows or newest != cache.seen:
-                state.cache = _Cached(rows, high, newest, lexicon)
+            through = _through(first, new, cache.through)
+            if rows is not cache.rows or newest != cache.seen or through != cache.through:
+                state.cache = _Cached(rows, through, newest, lexicon)
             return rows
     # The log's position first: a deletion after it is applied at the next call.
     newest, _ = source.text_changes_since(None)
     found = store.statement_rowids()
     rows = frozenset(found)
-    state.cache = _Cached(rows, found[-1] if found else 0, newest, lexicon)
+    state.cache = _Cached(rows, _through(first, found, 0), newest, lexicon)
     return rows
+
+
+def _through(first: int | None, read: list[int], before: int) -> int:
+    """Up to where the flags just read were final: below the lowest unclassified chunk,
+    or (all classified) the highest statement read."""
+    if first is not None:
+        return max(before, first - 1)
+    return max(before, read[-1] if read else 0)
 
 
 def backfill(db: AnyDatabase, *, pause: float = _PAUSE) -> int:
@@ -378,17 +403,21 @@ def apply_preferences(
     fusion does, clipped to [0, 1]).
     """
     cfg = cfg or DEFAULT_PREFERENCE_CONFIG
-    statements: set[int] | frozenset[int] | None = None
+    found: set[int] | frozenset[int] | None = None
     if cfg.leg > 0:
-        statements = store_marks(db, wait=False)  # None while read in the background
-        if index is not None and query_vec is not None and statements:
+        found = store_marks(db, wait=False)  # those classified so far (None: relexicon)
+        if index is not None and query_vec is not None and found:
             _third_leg(
-                db, fused, statements, index, query_vec, where, vector_weight, vector_width, cfg.leg
+                db, fused, found, index, query_vec, where, vector_weight, vector_width, cfg.leg
             )
     best = heapq.nsmallest(cfg.scan, fused.values(), key=lambda f: (-f.score, f.rowid))
-    if statements is None:  # no third leg: the statements among the candidates
-        statements = marked(search_store(db).chunk_statements([f.rowid for f in best]))
-    chosen = [f.rowid for f in best if f.rowid in statements]
+    rowids = [f.rowid for f in best]
+    store = search_store(db)
+    if found is None:  # no third leg: the statements among the candidates
+        found = marked(store.chunk_statements(rowids))
+    else:  # and the candidates not classified yet (written since the backfill ran)
+        found = found.union(marked(store.unclassified_among(rowids)))
+    chosen = [f.rowid for f in best if f.rowid in found]
     boost(fused, set(chosen[: cfg.limit] if cfg.limit > 0 else chosen), cfg)
 
 

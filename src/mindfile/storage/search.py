@@ -58,6 +58,15 @@ class SearchStore(Protocol):
         ``rowid``, by rowid (the backfill's page)."""
         ...
 
+    def first_unclassified(self) -> int | None:
+        """The lowest rowid of an unclassified chunk, or None when every chunk is
+        classified (flags below it are final)."""
+        ...
+
+    def unclassified_among(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
+        """:meth:`chunk_statements` of those of ``rowids`` not classified yet."""
+        ...
+
     def statement_lexicon(self) -> int:
         """The version of the lexicon that classified the chunks (``store_meta`` key
         ``statement_lexicon``; absent: 1)."""
@@ -148,6 +157,13 @@ SELECT id, chunk_text, metadata_json FROM chunks
 WHERE user_statement IS NULL AND id > ? ORDER BY id LIMIT ?
 """
 
+FIRST_UNCLASSIFIED = "SELECT min(id) FROM chunks WHERE user_statement IS NULL"
+
+UNCLASSIFIED_AMONG = """
+SELECT id, chunk_text, metadata_json FROM chunks
+WHERE id IN (SELECT value FROM json_each(?)) AND user_statement IS NULL
+"""
+
 LEXICON = "SELECT value FROM store_meta WHERE key = 'statement_lexicon'"
 
 SET_LEXICON = "INSERT OR REPLACE INTO store_meta (key, value) VALUES ('statement_lexicon', ?)"
@@ -197,6 +213,14 @@ class SqliteSearchStore:
 
     def unclassified_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
         rows = self.db.query(UNCLASSIFIED_AFTER, (rowid, limit))
+        return [(int(r), str(t), str(m)) for r, t, m in rows]
+
+    def first_unclassified(self) -> int | None:
+        found = self.db.scalar(FIRST_UNCLASSIFIED)
+        return None if found is None else int(found)
+
+    def unclassified_among(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
+        rows = self.db.query(UNCLASSIFIED_AMONG, (json.dumps([int(r) for r in rowids]),))
         return [(int(r), str(t), str(m)) for r, t, m in rows]
 
     def statement_lexicon(self) -> int:

@@ -58,6 +58,13 @@ SELECT id, chunk_text, metadata_json FROM chunks
 WHERE user_statement IS NULL AND id > %s ORDER BY id LIMIT %s
 """
 
+FIRST_UNCLASSIFIED = "SELECT min(id) FROM chunks WHERE user_statement IS NULL"
+
+UNCLASSIFIED_AMONG = """
+SELECT id, chunk_text, metadata_json FROM chunks
+WHERE id = ANY(%s::bigint[]) AND user_statement IS NULL
+"""
+
 LEXICON = "SELECT value FROM store_meta WHERE key = 'statement_lexicon'"
 
 SET_LEXICON = """
@@ -146,6 +153,14 @@ class PgSearchStore:
 
     def has_unclassified(self) -> bool:
         return bool(self.db.scalar(HAS_UNCLASSIFIED))
+
+    def first_unclassified(self) -> int | None:
+        found = self.db.scalar(FIRST_UNCLASSIFIED)
+        return None if found is None else int(found)
+
+    def unclassified_among(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
+        rows = self.db.query(UNCLASSIFIED_AMONG, ([int(r) for r in rowids],))
+        return [(int(r), str(t), str(m)) for r, t, m in rows]
 
     def unclassified_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
         rows = self.db.query(UNCLASSIFIED_AFTER, (rowid, limit))

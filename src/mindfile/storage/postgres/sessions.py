@@ -174,7 +174,7 @@ def insert_chunks(
             row.content_hash, row.sequence_start, row.sequence_end, row.metadata_json, now,
             row.context_before, row.context_after, row.importance, row.expires_at,
             row.consolidated_at, text_hash(row.text), row.file_id, row.occurred_at,
-            int(bool(row.user_statement)),
+            None if row.user_statement is None else int(row.user_statement),
         )
         for row in rows
     ]  # fmt: skip
