@@ -270,17 +270,17 @@ def store_marks(db: AnyDatabase, *, wait: bool = True) -> frozenset[int] | None:
         with state.lock:
             _classify_all(db, pause=0.0)
         lexicon, first = store.statement_lexicon(), store.first_unclassified()
-    rows = _caught_up(db, state, lexicon, first)
+    known = _caught_up(db, state, lexicon, first)
     if first is None:
-        return rows
+        return known
     if not db.readonly:
         _start_backfill(db)
     # A few unclassified chunks (a conversation's latest turns): classified here, for
     # this answer (the backfill persists them); a bulk ingest's are left to it.
     tail = store.unclassified_after(first - 1, INLINE_MAX + 1)
     if len(tail) > INLINE_MAX:
-        return rows
-    return rows.union(marked(tail))
+        return known
+    return known.union(marked(tail))
 
 
 def _caught_up(
