@@ -416,6 +416,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             importance=importance,
             expires_at=_expires_at(ttl),
             occurred_at=occurred_at,
+            classify=True,
         )
         return self._write([event], agent_identity, user_id, channel)
 

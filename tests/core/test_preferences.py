@@ -212,24 +212,31 @@ def _flags(mem: mindfile.Mindfile) -> dict[str, int | None]:
 
 
 def test_chunks_are_classified_off_the_write_path(any_mem: mindfile.Mindfile) -> None:
-    """Migration 0014: chunks are written unclassified, whatever the path (classifying
-    them cost ~14% of ingest throughput), and classified by the backfill; a search
-    meanwhile classifies a few unclassified chunks itself, in memory."""
+    """Migration 0014: ``store`` classifies its event's chunks (~0.1 ms); a bulk
+    ``store_many`` and the other writers leave them unclassified (classifying cost ~14%
+    of ingest throughput) for the backfill; a search meanwhile classifies a few
+    unclassified chunks itself, in memory."""
     mem = any_mem
     mem.store("s", 1, {"role": "user", "content": "I've been learning Premiere Pro"})
     mem.store("s", 2, {"role": "assistant", "content": "I've been learning Final Cut"})
     mem.store("s", 3, {"role": "user", "content": "The weather was nice today."})
     mem.store_many([("t", 1, {"role": "user", "content": "I'm vegetarian"})])
     mem.store_note("s", "n1", "I have a golden retriever")  # no role: user side
-    assert set(_flags(mem).values()) == {None}
+    assert _flags(mem) == {
+        "I've been learning Premiere Pro": 1,
+        "I've been learning Final Cut": 0,
+        "The weather was nice today.": 0,
+        "I'm vegetarian": None,
+        "I have a golden retriever": None,
+    }
     store = search_store(mem.db)
     preferences._state(mem.db).lock.acquire()  # no backfill thread for the moment
     try:
         inline = preferences.store_marks(mem.db, wait=False)
-        assert store.statement_rowids() == [] and store.has_unclassified()
+        assert len(store.statement_rowids()) == 1 and store.has_unclassified()
     finally:
         preferences._state(mem.db).lock.release()
-    assert preferences.backfill(mem.db) == 5
+    assert preferences.backfill(mem.db) == 2
     assert _flags(mem) == {
         "I've been learning Premiere Pro": 1,
         "I've been learning Final Cut": 0,

@@ -48,7 +48,9 @@ def test_search_store_statements(seam: Seam) -> None:
         (rowids[2], "three"),
     ]
     assert all(m.startswith("{") for _, _, m in rows)
-    # Written unclassified (migration 0014): the backfill's work.
+    # Unclassified (migration 0014; what store_many writes): the backfill's work.
+    with seam.atomic():
+        seam.db.execute("UPDATE chunks SET user_statement = NULL")
     assert search.statement_rowids() == []
     assert search.has_unclassified() and search.first_unclassified() == rowids[0]
     assert [r for r, _, _ in search.unclassified_after(0, 10)] == rowids

@@ -123,11 +123,15 @@ def populate(path: Path, folder: Path) -> None:
         schedules.add(
             goal="weekly", user_id="bob", cadence=ScheduleCadence.interval(604800), now=T0
         )
-        preferences.backfill(mem.db)  # flags 1 and 0; the chunks written below stay NULL
+        preferences.backfill(mem.db)  # flags 1 and 0; the chunks stored many below stay NULL
     # Embedding jobs still pending: chunks without vectors yet.
     with mindfile.open(path, embedder="hash", indexing="background") as mem:
-        mem.store("chat-3", 1, {"role": "user", "content": "the project deadline moved"})
-        mem.store("chat-3", 2, {"role": "user", "content": "pizza on friday"})
+        mem.store_many(  # unclassified (NULL) until a backfill
+            [
+                ("chat-3", 1, {"role": "user", "content": "the project deadline moved"}),
+                ("chat-3", 2, {"role": "user", "content": "pizza on friday"}),
+            ]
+        )
         mem.store("gone", 1, {"role": "user", "content": "this session is forgotten"})
         mem.forget("gone")  # the highest chunk id: never handed out again
     # A sqlite-vec table in the file, and its bookkeeping in store_meta: derived.

@@ -5,9 +5,10 @@
 -- recommendation question (~30-45 us a chunk: seconds of CPU at 100k chunks, per
 -- process).
 --
--- Chunks are written unclassified (classifying ~1 KB chat chunks at write time cost
--- ~14% of bulk ingest throughput) and classified once per store, off the write path,
--- by a background backfill (mindfile.retrieve.preferences.backfill: a writable
+-- A single store() classifies its chunks (~0.1 ms); bulk writes (store_many, notes,
+-- file sync) leave them unclassified (classifying ~1 KB chat chunks cost ~14% of bulk
+-- ingest throughput), to be classified once per store, off the write path, by a
+-- background backfill (mindfile.retrieve.preferences.backfill: a writable
 -- engine's thread, its idle follower, or the bulk ingest's publisher process), page by
 -- page, each page's flags in one short transaction, only rows still NULL. A search
 -- uses the flags known and classifies its own unclassified candidates. ADD COLUMN
