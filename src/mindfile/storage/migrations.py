@@ -35,7 +35,12 @@ _EARLIER_SHA256: dict[int, frozenset[str]] = {
     6: frozenset({"a33f0450d0a6bf3ccb9f53275faf4e798054bacd13f2342f8c4a0bdc9d1a8bd7"}),
     # 0014's earlier comments (same SQL): chunks classified at write time, then all
     # written unclassified.
-    14: frozenset({"50864aae836fde7aa568c89479909269fa5f7bcab5f44a59da96ae5e78716563", "aeb3297c4a6cd7af8332e2ec4366e7b12e66c834412b22c080d0f021b44b38f4"}),
+    14: frozenset(
+        {
+            "50864aae836fde7aa568c89479909269fa5f7bcab5f44a59da96ae5e78716563",
+            "aeb3297c4a6cd7af8332e2ec4366e7b12e66c834412b22c080d0f021b44b38f4",
+        }
+    ),
 }
 
 _BOOTSTRAP = """
