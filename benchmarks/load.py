@@ -286,6 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 index = Path(f"{args.store}.index")  # the published indexes, as a service has
                 if index.is_dir():
                     subprocess.run(["cp", "-r", str(index), f"{path}.index"], check=True)
+                os.sync()  # else the copy's writeback lands in the first seconds of load
                 store = {"chunks": None, "built_s": None}
             else:
                 log(f"building a store of {args.chunks:,} chunks")
