@@ -38,6 +38,7 @@ from _common import LOCOMO, emit_json, machine_info, print_table
 from _pg import postgres
 
 import mindfile
+from mindfile.retrieve.preferences import backfill as backfill_statements
 from mindfile.tokens import estimate_tokens
 
 DEFAULT_DATA = LOCOMO
@@ -126,6 +127,9 @@ def load_conversation(
             events.append((sid, len(events) + 1, "\n".join(parts), {"dia_ids": ids}, when))
         n += 1
     mem.store_many(events, user_id=USER)
+    # A bulk write leaves preference statements to the backfill (docs/retrieval.md): run
+    # it now, so every question sees the store as it is a moment after an import.
+    backfill_statements(mem.db, pause=0.0)
     return turns
 
 
