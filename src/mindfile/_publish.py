@@ -40,6 +40,8 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from mindfile._helpers import helper_processes_allowed
+
 if TYPE_CHECKING:
     from mindfile.vector.ann import AnnIndex
 
@@ -61,11 +63,7 @@ NICE = 10
 
 def publisher_allowed() -> bool:
     """Whether helper processes may publish here (environment, CPUs, interpreter)."""
-    if os.environ.get("MINDFILE_PUBLISHER", "").strip().lower() in ("0", "false", "no", "off"):
-        return False
-    if getattr(sys, "frozen", False) or not sys.executable:
-        return False
-    return (os.cpu_count() or 1) >= 2
+    return helper_processes_allowed("MINDFILE_PUBLISHER")
 
 
 class Publisher:

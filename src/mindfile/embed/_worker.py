@@ -40,6 +40,8 @@ from typing import IO, Any
 
 import numpy as np
 
+from mindfile._helpers import helper_processes_allowed
+
 __all__ = ["IDLE_SECONDS", "MAX_IN_FLIGHT", "MIN_CHARS", "EmbedWorker", "worker_allowed"]
 
 #: Batches with at least this many characters go to the helper process.
@@ -54,11 +56,7 @@ _U32 = struct.Struct("<I")
 
 def worker_allowed() -> bool:
     """Whether helper processes may be used here (environment, CPUs, interpreter)."""
-    if os.environ.get("MINDFILE_EMBED_WORKER", "").strip().lower() in ("0", "false", "no", "off"):
-        return False
-    if getattr(sys, "frozen", False) or not sys.executable:
-        return False
-    return (os.cpu_count() or 1) >= 2
+    return helper_processes_allowed("MINDFILE_EMBED_WORKER")
 
 
 class EmbedWorker:
