@@ -57,7 +57,8 @@ IDLE_SECONDS = 5.0
 #: How often the helper looks for new chunks; writes pausing this long (maybe the end
 #: of the ingest) publish everything new at once.
 POLL_SECONDS = 0.2
-#: The helper's niceness: it publishes with the CPU the ingest leaves.
+#: The helper's niceness where ``SCHED_IDLE`` is missing (it publishes with the CPU the
+#: ingest leaves).
 NICE = 10
 
 
@@ -176,6 +177,18 @@ def _parent_gone() -> bool:
         return True
 
 
+def _yield_cpu() -> None:
+    """Run at the lowest CPU priority: ``SCHED_IDLE`` where there is one (Linux: the
+    helper runs only when a core would otherwise idle), else niceness :data:`NICE`."""
+    idle = getattr(os, "SCHED_IDLE", None)
+    if idle is not None:
+        with contextlib.suppress(OSError, AttributeError):
+            os.sched_setscheduler(0, idle, os.sched_param(0))
+            return
+    with contextlib.suppress(OSError):
+        os.nice(NICE)
+
+
 def _vector_due(index: AnnIndex, high: int, *, final: bool = False) -> bool:
     """Whether the vector index's published base lags enough to publish anew: as far as
     a searching process lets its delta grow, or (``final``, when writes pause) by more
@@ -214,8 +227,7 @@ def serve(path: str, vector_index: str | None) -> int:
             index = made if isinstance(made, AnnIndex) else None
             if index is None:
                 made.close()
-        with contextlib.suppress(OSError):
-            os.nice(NICE)  # the ingest comes first: publish with the CPU it leaves
+        _yield_cpu()  # the ingest comes first: publish with the CPU it leaves
         seen, settled = -1, True
         quiet_since = time.monotonic()
         while not _parent_gone():

@@ -178,6 +178,8 @@ def test_close_stops_the_helper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     mem.store_many(_events(0, 200))
     proc = mem._publisher._proc
     assert proc is not None and proc.poll() is None
+    if hasattr(os, "SCHED_IDLE"):  # it publishes only with CPU nothing else wants
+        assert _wait_for(lambda: os.sched_getscheduler(proc.pid) == os.SCHED_IDLE, 30)
     mem.close()
     assert _wait_for(lambda: proc.poll() is not None, 30)
 
