@@ -16,20 +16,8 @@ from mindfile import _publish
 from mindfile.retrieve import lexical
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 
-WORDS = [
-    "garden",
-    "tomato",
-    "lisbon",
-    "porto",
-    "train",
-    "battery",
-    "solar",
-    "budget",
-    "meeting",
-    "sister",
-    "violin",
-    "harbour",
-]
+WORDS = ["garden", "tomato", "lisbon", "porto", "train", "battery"]
+WORDS += ["solar", "budget", "meeting", "sister", "violin", "harbour"]
 
 
 def _events(start: int, n: int) -> list[tuple[str, int, str]]:
