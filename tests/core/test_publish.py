@@ -206,3 +206,54 @@ def test_no_publisher_where_it_cannot_publish(
     monkeypatch.setenv("MINDFILE_PUBLISHER", "off")
     with mindfile.open(tmp_path / "w.db", embedder="hash") as mem:
         assert mem._publisher is None
+
+
+def test_backlog_searches_never_rank_a_chunk_twice_while_the_index_catches_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The held index's hits and FTS5's newer ones come from one state's boundary, even
+    while another thread catches the index up (thread switches at nearly every bytecode)."""
+    import sys
+    import threading
+
+    monkeypatch.setattr(lexical, "BACKLOG", 20)
+    with mindfile.open(tmp_path / "race.db", embedder="hash", vector_index="exact") as mem:
+        bm25 = mem.lexical
+        assert bm25 is not None
+        mem.store_many(_events(0, 600))
+        assert bm25.merge()
+        monkeypatch.setattr(bm25, "deferred", lambda: True)
+        retriever = Retriever(mem.db, mem.index, bm25)
+        errors: list[BaseException] = []
+        backends: set[str | None] = set()
+        stop = threading.Event()
+
+        def search() -> None:
+            try:
+                while not stop.is_set():
+                    legs = retriever.legs(
+                        "lisbon porto garden", None, ReadFilter(), vector_k=0, lexical_k=200
+                    )
+                    rowids = [r for r, _ in legs.lexical]
+                    assert len(rowids) == len(set(rowids)), "a chunk ranked twice"
+                    backends.add(legs.lexical_backend)
+            except BaseException as exc:
+                errors.append(exc)
+
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        threads = [threading.Thread(target=search) for _ in range(3)]
+        try:
+            for t in threads:
+                t.start()
+            for start in range(600, 1400, 100):
+                mem.store_many(_events(start, 100))  # a backlog above BACKLOG
+                time.sleep(0.05)
+                bm25.size()  # caught up by this thread, under the searches
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(60)
+            sys.setswitchinterval(old)
+        assert not errors, errors
+        assert "memory+fts5" in backends

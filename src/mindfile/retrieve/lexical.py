@@ -759,10 +759,13 @@ class Bm25Index:
 
     def search_held(
         self, query: str, k: int, *, where: VectorFilter | None = None
-    ) -> list[tuple[int, float]]:
-        """:meth:`search` over what the index holds now, without catching up."""
+    ) -> tuple[list[tuple[int, float]], int]:
+        """:meth:`search` over what the index holds now, without catching up, and the
+        newest chunk id that covers (read from the same state: a background switch to a
+        newer one between two calls cannot make the caller rank a chunk twice)."""
         terms = self.query_terms(query)
         with self._lock:
+            state = self._state
             if not terms or k <= 0:
-                return []
-            return self._state.score(terms, k, where)
+                return [], state.max_rowid
+            return state.score(terms, k, where), state.max_rowid

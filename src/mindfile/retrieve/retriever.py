@@ -167,6 +167,9 @@ class Retriever:
             if bm25 is not None and held is None:
                 lexical, backend = bm25.search(query, fetch, where=where), "memory"
             else:
+                mine: Hits = []
+                if bm25 is not None:
+                    mine, held = bm25.search_held(query, fetch, where=where)
                 lexical = self.full_text.search(
                     query_words(query),
                     fetch,
@@ -179,8 +182,7 @@ class Retriever:
                 )
                 backend = "fts5"
                 if bm25 is not None:
-                    both = bm25.search_held(query, fetch, where=where) + lexical
-                    lexical = sorted(both, key=lambda h: (-h[1], -h[0]))[:fetch]
+                    lexical = sorted(mine + lexical, key=lambda h: (-h[1], -h[0]))[:fetch]
                     backend = "memory+fts5"
         if hidden:
             vector = [h for h in vector if h[0] not in hidden][:vector_k]
