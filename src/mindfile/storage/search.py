@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from mindfile.storage import log
 from mindfile.storage.db import Database
 from mindfile.storage.fulltext import filter_clause
 
-__all__ = ["SearchStore", "SqliteSearchStore"]
+if TYPE_CHECKING:
+    from mindfile.storage.postgres.db import PgDatabase
+
+__all__ = ["SearchSql", "SearchStore", "SqlSearchStore", "SqliteSearchStore"]
 
 
 class SearchStore(Protocol):
@@ -179,8 +183,137 @@ WHERE id IN (SELECT value FROM json_each(?2)) AND user_statement IS NULL
 ROWIDS_WHERE = "SELECT c.id FROM chunks AS c WHERE 1{condition}"
 
 
-class SqliteSearchStore:
+@dataclass(frozen=True, slots=True)
+class SearchSql:
+    """The SQL of the :class:`SearchStore` reads and writes both backends run alike
+    (placeholders in the backend's style; an id list is one parameter, see
+    :meth:`SqlSearchStore._ids`)."""
+
+    unembedded_among: str
+    times: str
+    statements: str
+    statement_rowids: str
+    has_unclassified: str
+    unclassified_after: str
+    first_unclassified: str
+    unclassified_among: str
+    lexicon: str
+    set_lexicon: str
+    unclassify_all: str
+    classify: str
+    rowids_where: str
+    #: Taken first in :meth:`SqlSearchStore.reset_statements` (Postgres: one resetter
+    #: at a time), or None.
+    reset_lock: str | None = None
+
+
+class SqlSearchStore:
+    """The :class:`SearchStore` methods that differ between backends only by their SQL
+    (:attr:`SQL`), how an id list is passed (:meth:`_ids`) and the read filter's SQL
+    (:meth:`_filter`): SQLite's and Postgres's stores derive from it."""
+
+    SQL: ClassVar[SearchSql]
+    db: Database | PgDatabase
+
+    @staticmethod
+    def _ids(rowids: Sequence[int]) -> object:
+        """An id list as one parameter (SQLite: JSON text for ``json_each``)."""
+        return json.dumps([int(r) for r in rowids])
+
+    @staticmethod
+    def _filter(
+        session_ids: Sequence[str] | None,
+        tags: Sequence[str],
+        condition: str | None,
+        params: Sequence[Any],
+    ) -> tuple[str, list[Any]]:
+        return filter_clause(session_ids, tags, condition, params)
+
+    def unembedded_among(self, rowids: Sequence[int]) -> list[int]:
+        return [int(r[0]) for r in self.db.query(self.SQL.unembedded_among, (self._ids(rowids),))]
+
+    def chunk_times(self, rowids: Sequence[int]) -> list[tuple[int, str]]:
+        rows = self.db.query(self.SQL.times, (self._ids(rowids),))
+        return [(int(rowid), str(text)) for rowid, text in rows]
+
+    def chunk_statements(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
+        return _texts(self.db.query(self.SQL.statements, (self._ids(rowids),)))
+
+    def statement_rowids(self, after: int = 0) -> list[int]:
+        return [int(r[0]) for r in self.db.query(self.SQL.statement_rowids, (after,))]
+
+    def has_unclassified(self) -> bool:
+        return bool(self.db.scalar(self.SQL.has_unclassified))
+
+    def unclassified_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
+        return _texts(self.db.query(self.SQL.unclassified_after, (rowid, limit)))
+
+    def first_unclassified(self) -> int | None:
+        found = self.db.scalar(self.SQL.first_unclassified)
+        return None if found is None else int(found)
+
+    def unclassified_among(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
+        return _texts(self.db.query(self.SQL.unclassified_among, (self._ids(rowids),)))
+
+    def statement_lexicon(self) -> int:
+        value = self.db.scalar(self.SQL.lexicon)
+        return 1 if value is None else int(value)
+
+    def reset_statements(self, version: int) -> bool:
+        with self.db.atomic():
+            if self.SQL.reset_lock is not None:
+                self.db.execute(self.SQL.reset_lock)
+            if self.statement_lexicon() >= version:
+                return False
+            self.db.execute(self.SQL.unclassify_all)
+            self.db.execute(self.SQL.set_lexicon, (str(version),))
+            return True
+
+    def classify_statements(self, flags: Sequence[tuple[int, bool]]) -> None:
+        if not flags:
+            return
+        yes = self._ids([r for r, flag in flags if flag])
+        with self.db.atomic():
+            self.db.execute(self.SQL.classify, (yes, self._ids([r for r, _ in flags])))
+
+    def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
+        rows = self.db.query(self.SQL.rowids_where.format(condition=condition), list(params))
+        return [int(r[0]) for r in rows]
+
+    def rowids_matching(
+        self,
+        session_ids: Sequence[str] | None,
+        tags: Sequence[str] = (),
+        condition: str | None = None,
+        params: Sequence[Any] = (),
+    ) -> list[int]:
+        sql, all_params = self._filter(session_ids, tags, condition, params)
+        return sorted(self.rowids_where(sql, all_params))
+
+
+def _texts(rows: Sequence[Sequence[Any]]) -> list[tuple[int, str, str]]:
+    return [(int(r), str(t), str(m)) for r, t, m in rows]
+
+
+class SqliteSearchStore(SqlSearchStore):
     """:class:`SearchStore` on ``memory_jobs``, ``chunks`` and ``chunks_vec``."""
+
+    SQL = SearchSql(
+        unembedded_among=UNEMBEDDED_AMONG,
+        times=TIMES,
+        statements=STATEMENTS,
+        statement_rowids=STATEMENT_ROWIDS,
+        has_unclassified=HAS_UNCLASSIFIED,
+        unclassified_after=UNCLASSIFIED_AFTER,
+        first_unclassified=FIRST_UNCLASSIFIED,
+        unclassified_among=UNCLASSIFIED_AMONG,
+        lexicon=LEXICON,
+        set_lexicon=SET_LEXICON,
+        unclassify_all=UNCLASSIFY_ALL,
+        classify=CLASSIFY,
+        rowids_where=ROWIDS_WHERE,
+    )
+    db: Database
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -193,68 +326,6 @@ class SqliteSearchStore:
             return (0, 0, 0)
         pending, running, failed = (int(n) for n in row)
         return pending, running, failed
-
-    def unembedded_among(self, rowids: Sequence[int]) -> list[int]:
-        return [int(r[0]) for r in self.db.query(UNEMBEDDED_AMONG, (json.dumps(list(rowids)),))]
-
-    def chunk_times(self, rowids: Sequence[int]) -> list[tuple[int, str]]:
-        rows = self.db.query(TIMES, (json.dumps(list(rowids)),))
-        return [(int(rowid), str(text)) for rowid, text in rows]
-
-    def chunk_statements(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
-        rows = self.db.query(STATEMENTS, (json.dumps(list(rowids)),))
-        return [(int(r), str(t), str(m)) for r, t, m in rows]
-
-    def statement_rowids(self, after: int = 0) -> list[int]:
-        return [int(r[0]) for r in self.db.query(STATEMENT_ROWIDS, (after,))]
-
-    def has_unclassified(self) -> bool:
-        return bool(self.db.scalar(HAS_UNCLASSIFIED))
-
-    def unclassified_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
-        rows = self.db.query(UNCLASSIFIED_AFTER, (rowid, limit))
-        return [(int(r), str(t), str(m)) for r, t, m in rows]
-
-    def first_unclassified(self) -> int | None:
-        found = self.db.scalar(FIRST_UNCLASSIFIED)
-        return None if found is None else int(found)
-
-    def unclassified_among(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
-        rows = self.db.query(UNCLASSIFIED_AMONG, (json.dumps([int(r) for r in rowids]),))
-        return [(int(r), str(t), str(m)) for r, t, m in rows]
-
-    def statement_lexicon(self) -> int:
-        value = self.db.scalar(LEXICON)
-        return 1 if value is None else int(value)
-
-    def reset_statements(self, version: int) -> bool:
-        with self.db.atomic():
-            if self.statement_lexicon() >= version:
-                return False
-            self.db.execute(UNCLASSIFY_ALL)
-            self.db.execute(SET_LEXICON, (str(version),))
-            return True
-
-    def classify_statements(self, flags: Sequence[tuple[int, bool]]) -> None:
-        if not flags:
-            return
-        yes = json.dumps([r for r, flag in flags if flag])
-        with self.db.atomic():
-            self.db.execute(CLASSIFY, (yes, json.dumps([r for r, _ in flags])))
-
-    def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
-        rows = self.db.query(ROWIDS_WHERE.format(condition=condition), list(params))
-        return [int(r[0]) for r in rows]
-
-    def rowids_matching(
-        self,
-        session_ids: Sequence[str] | None,
-        tags: Sequence[str] = (),
-        condition: str | None = None,
-        params: Sequence[Any] = (),
-    ) -> list[int]:
-        sql, all_params = filter_clause(session_ids, tags, condition, params)
-        return sorted(self.rowids_where(sql, all_params))
 
     def chunk_rows(self, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
         return log.chunk_rows(self.db, rowids)

@@ -17,6 +17,7 @@ import numpy as np
 
 from mindfile.storage.postgres.db import PgDatabase
 from mindfile.storage.recall import CandidateRow, Scope
+from mindfile.storage.search import SearchSql, SqlSearchStore
 
 __all__ = ["PgRecallStore", "PgSearchStore", "filter_clause", "scope_where"]
 
@@ -122,11 +123,42 @@ def filter_clause(
     return sql, [*out, *params]
 
 
-class PgSearchStore:
+class PgSearchStore(SqlSearchStore):
     """:class:`~mindfile.storage.search.SearchStore` on Postgres."""
+
+    SQL = SearchSql(
+        unembedded_among=UNEMBEDDED_AMONG,
+        times=TIMES,
+        statements=STATEMENTS,
+        statement_rowids=STATEMENT_ROWIDS,
+        has_unclassified=HAS_UNCLASSIFIED,
+        unclassified_after=UNCLASSIFIED_AFTER,
+        first_unclassified=FIRST_UNCLASSIFIED,
+        unclassified_among=UNCLASSIFIED_AMONG,
+        lexicon=LEXICON,
+        set_lexicon=SET_LEXICON,
+        unclassify_all=UNCLASSIFY_ALL,
+        classify=CLASSIFY,
+        rowids_where=ROWIDS_WHERE,
+        reset_lock=RESET_LOCK,
+    )
+    db: PgDatabase
 
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
+
+    @staticmethod
+    def _ids(rowids: Sequence[int]) -> object:
+        return [int(r) for r in rowids]  # a bigint[] parameter
+
+    @staticmethod
+    def _filter(
+        session_ids: Sequence[str] | None,
+        tags: Sequence[str],
+        condition: str | None,
+        params: Sequence[Any],
+    ) -> tuple[str, list[Any]]:
+        return filter_clause(session_ids, tags, condition, params)
 
     def backlog(self, cap: int) -> tuple[int, int, int] | None:
         if not self.db.scalar(HAS_BACKLOG):
@@ -136,69 +168,6 @@ class PgSearchStore:
             return (0, 0, 0)
         pending, running, failed = (int(n) for n in row)
         return pending, running, failed
-
-    def unembedded_among(self, rowids: Sequence[int]) -> list[int]:
-        return [int(r[0]) for r in self.db.query(UNEMBEDDED_AMONG, ([int(r) for r in rowids],))]
-
-    def chunk_times(self, rowids: Sequence[int]) -> list[tuple[int, str]]:
-        rows = self.db.query(TIMES, ([int(r) for r in rowids],))
-        return [(int(rowid), str(text)) for rowid, text in rows]
-
-    def chunk_statements(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
-        rows = self.db.query(STATEMENTS, ([int(r) for r in rowids],))
-        return [(int(r), str(t), str(m)) for r, t, m in rows]
-
-    def statement_rowids(self, after: int = 0) -> list[int]:
-        return [int(r[0]) for r in self.db.query(STATEMENT_ROWIDS, (after,))]
-
-    def has_unclassified(self) -> bool:
-        return bool(self.db.scalar(HAS_UNCLASSIFIED))
-
-    def first_unclassified(self) -> int | None:
-        found = self.db.scalar(FIRST_UNCLASSIFIED)
-        return None if found is None else int(found)
-
-    def unclassified_among(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
-        rows = self.db.query(UNCLASSIFIED_AMONG, ([int(r) for r in rowids],))
-        return [(int(r), str(t), str(m)) for r, t, m in rows]
-
-    def unclassified_after(self, rowid: int, limit: int) -> list[tuple[int, str, str]]:
-        rows = self.db.query(UNCLASSIFIED_AFTER, (rowid, limit))
-        return [(int(r), str(t), str(m)) for r, t, m in rows]
-
-    def statement_lexicon(self) -> int:
-        value = self.db.scalar(LEXICON)
-        return 1 if value is None else int(value)
-
-    def reset_statements(self, version: int) -> bool:
-        with self.db.atomic():
-            self.db.execute(RESET_LOCK)
-            if self.statement_lexicon() >= version:
-                return False
-            self.db.execute(UNCLASSIFY_ALL)
-            self.db.execute(SET_LEXICON, (str(version),))
-            return True
-
-    def classify_statements(self, flags: Sequence[tuple[int, bool]]) -> None:
-        if not flags:
-            return
-        yes = [int(r) for r, flag in flags if flag]
-        with self.db.atomic():
-            self.db.execute(CLASSIFY, (yes, [int(r) for r, _ in flags]))
-
-    def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
-        rows = self.db.query(ROWIDS_WHERE.format(condition=condition), list(params))
-        return [int(r[0]) for r in rows]
-
-    def rowids_matching(
-        self,
-        session_ids: Sequence[str] | None,
-        tags: Sequence[str] = (),
-        condition: str | None = None,
-        params: Sequence[Any] = (),
-    ) -> list[int]:
-        sql, all_params = filter_clause(session_ids, tags, condition, params)
-        return sorted(self.rowids_where(sql, all_params))
 
     def chunk_rows(self, rowids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
         if not rowids:
