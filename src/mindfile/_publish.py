@@ -45,9 +45,10 @@ from typing import TYPE_CHECKING
 from mindfile._helpers import helper_processes_allowed
 
 if TYPE_CHECKING:
+    from mindfile.retrieve.lexical import Bm25Index
     from mindfile.vector.ann import AnnIndex
 
-__all__ = ["IDLE_SECONDS", "START_AFTER", "Publisher", "publisher_allowed"]
+__all__ = ["IDLE_SECONDS", "START_AFTER", "Publisher", "publisher_allowed", "publisher_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,33 @@ NICE = 10
 def publisher_allowed() -> bool:
     """Whether helper processes may publish here (environment, CPUs, interpreter)."""
     return helper_processes_allowed("MINDFILE_PUBLISHER")
+
+
+def publisher_for(
+    db: object, path: str, index: object, lexical: Bm25Index | None, *, read_only: bool
+) -> Publisher | None:
+    """The bulk-ingest publisher of an engine on ``db``, where a helper process can
+    publish something (a writable SQLite store file, and a BM25 index or a vector index
+    with published generations), else None. While the helper runs, ``lexical`` and
+    ``index`` defer their own builds and merges to it (their ``deferred``)."""
+    from mindfile.storage.db import Database
+    from mindfile.vector.ann import AnnIndex
+
+    if read_only or not isinstance(db, Database) or db.in_memory or not publisher_allowed():
+        return None
+    kind = index.name if isinstance(index, AnnIndex) else None
+    if kind is None and lexical is None:
+        return None
+    publisher = Publisher(path, kind)
+
+    def deferred() -> bool:
+        return publisher.running
+
+    if lexical is not None:
+        lexical.deferred = deferred  # type: ignore[method-assign]
+    if isinstance(index, AnnIndex):
+        index.deferred = deferred  # type: ignore[method-assign]
+    return publisher
 
 
 class Publisher:

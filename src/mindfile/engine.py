@@ -19,8 +19,9 @@ from mindfile._api.jobs import JobsAPI
 from mindfile._api.manage import ManageAPI
 from mindfile._api.memory import AgentMemoryAPI
 from mindfile._follow import IdleFollower
-from mindfile._publish import Publisher, publisher_allowed
-from mindfile.embed import Embedder, embedder_for_model_id, fusion_weights, resolve_embedder
+from mindfile._publish import publisher_for
+from mindfile.embed import Embedder, fusion_weights
+from mindfile.embed.binding import bind_embedder
 from mindfile.errors import ConfigError, InvalidInputError, MindfileError, ScopeError
 from mindfile.index.cache import EmbeddingCache
 from mindfile.index.chunking import ChunkSpec
@@ -46,7 +47,7 @@ from mindfile.storage.backend import (
     scheduler_store,
 )
 from mindfile.storage.db import Database, utcnow
-from mindfile.storage.meta import DIMS_KEY, MODEL_KEY
+from mindfile.storage.meta import MODEL_KEY
 from mindfile.storage.migrations import apply_migrations, check_migrations
 from mindfile.storage.stores import Stores, sqlite_stores
 from mindfile.tokens import TokenCounter, estimate_tokens, message_tokens
@@ -60,7 +61,6 @@ from mindfile.types import (
     StoreInfo,
 )
 from mindfile.vector import VectorIndex, choose_index, make_index
-from mindfile.vector.ann import AnnIndex
 
 if TYPE_CHECKING:
     from mindfile.scheduler.protocol import SchedulerStore
@@ -226,7 +226,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             migrate = functools.partial(check, sqlite)
         try:
             self.schema_version = migrate()
-            self.embedder = self._bind_embedder(embedder)
+            self.embedder = bind_embedder(self.stores.meta, embedder, read_only=read_only)
             # An embedder built here from a spec is ours to close (a provider's HTTP
             # pool); one passed in as an object belongs to the caller.
             self._owns_embedder = not isinstance(embedder, Embedder)
@@ -250,41 +250,11 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         #: Catches the indexes up once a bulk write pauses (mindfile._follow).
         self._follower = IdleFollower(self._follow_indexes)
         #: Publishes the indexes from a helper process during a bulk ingest (_publish).
-        self._publisher = self._make_publisher()
+        self._publisher = publisher_for(
+            self.db, self.path, self.index, self.lexical, read_only=self.read_only
+        )
 
     # -- lifecycle ----------------------------------------------------------------------
-
-    def _bind_embedder(self, spec: str | Embedder | None) -> Embedder:
-        """Record the store's model on first open; refuse a different one later."""
-        meta = self.stores.meta
-        stored = meta.get_many((MODEL_KEY, DIMS_KEY))
-        model_id, dims = stored.get("embedding_model"), stored.get("embedding_dims")
-        if spec is None and model_id is not None:
-            found = embedder_for_model_id(model_id)
-            if found is None:
-                raise ConfigError(
-                    f"this store's vectors were made with {model_id!r}; pass that embedder "
-                    "to mindfile.open(..., embedder=...)",
-                    embedding_model=model_id,
-                )
-            embedder = found
-        else:
-            embedder = resolve_embedder(spec)
-        if model_id is None and self.read_only:
-            return embedder  # nothing stored yet, and nothing may be recorded
-        if model_id is None:
-            meta.set_default({MODEL_KEY: embedder.model_id, DIMS_KEY: str(embedder.dimensions)})
-            stored = meta.get_many((MODEL_KEY, DIMS_KEY))
-            model_id, dims = stored[MODEL_KEY], stored[DIMS_KEY]
-        if model_id != embedder.model_id or int(dims or 0) != embedder.dimensions:
-            raise ConfigError(
-                f"this store's vectors were made with {model_id!r} ({dims} dims), not "
-                f"{embedder.model_id!r} ({embedder.dimensions} dims); open it with the same "
-                "embedder, or move the store to the new one with Mindfile.reembed() "
-                "(CLI: mindfile reembed --embedder SPEC)",
-                embedding_model=model_id,
-            )
-        return embedder
 
     def _make_cache(self, max_entries: int | None) -> EmbeddingCache:
         local = getattr(self.embedder, "local", False) is True
@@ -510,27 +480,6 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         if self._publisher is not None:
             self._publisher.wrote(added)
         return added
-
-    def _make_publisher(self) -> Publisher | None:
-        """The bulk-ingest publisher, where a helper process can publish something."""
-        if self.read_only or not isinstance(self.db, Database) or self.db.in_memory:
-            return None
-        if not publisher_allowed():
-            return None
-        kind = self.index.name if isinstance(self.index, AnnIndex) else None
-        if kind is None and self.lexical is None:
-            return None
-        publisher = Publisher(self.path, kind)
-
-        def deferred() -> bool:
-            return publisher.running
-
-        # While it runs, this process neither builds nor merges what it publishes.
-        if self.lexical is not None:
-            self.lexical.deferred = deferred  # type: ignore[method-assign]
-        if kind is not None:
-            self.index.deferred = deferred  # type: ignore[attr-defined]
-        return publisher
 
     def _follow_indexes(self) -> None:
         """After a bulk write and a pause: catch the vector index up (publishing its
