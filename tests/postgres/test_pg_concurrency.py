@@ -6,11 +6,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -34,6 +32,8 @@ from mindfile.storage.postgres import PgDatabase, apply_pg_migrations, redact
 from mindfile.storage.postgres.db import _reason
 from mindfile.storage.postgres.scheduler import PgSchedulerStore
 from mindfile.storage.postgres.stores import pg_stores
+
+from ._children import run_children
 
 CHILD = Path(__file__).with_name("_pg_child.py")
 NOW = "2026-01-01T00:00:00.000000+00:00"
@@ -67,36 +67,7 @@ def _record(db: PgDatabase, task: str) -> int:
 
 def _children(*argvs: list[str], timeout: float = 120) -> list[object]:
     """Run child processes that start writing at the same moment; their JSON answers."""
-    go = Path(tempfile.mkdtemp(prefix="mindfile-go-")) / "go"
-    env = {**os.environ, "MINDFILE_TEST_GO": str(go)}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(CHILD), *argv],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        for argv in argvs
-    ]
-    answers = []
-    try:
-        deadline = time.monotonic() + timeout
-        while len(list(go.parent.glob("go.ready.*"))) < len(procs):
-            assert all(p.poll() is None for p in procs), "a child died before it was ready"
-            assert time.monotonic() < deadline, "the children never got ready"
-            time.sleep(0.02)
-        go.touch()
-        for proc in procs:
-            out, err = proc.communicate(timeout=timeout)
-            assert proc.returncode == 0, err.decode()
-            answers.append(json.loads(out.decode().strip().splitlines()[-1]))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-        shutil.rmtree(go.parent, ignore_errors=True)
-    return answers
+    return run_children(CHILD, *argvs, timeout=timeout)
 
 
 # -- transactions ------------------------------------------------------------------------

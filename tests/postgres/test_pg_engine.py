@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,43 +24,14 @@ import pytest
 import mindfile
 from mindfile.errors import ReadOnlyError, SchemaError
 
+from ._children import run_children
+
 CHILD = Path(__file__).with_name("_engine_child.py")
 
 
 def _children(*argvs: list[str], env: dict[str, str], timeout: float = 300) -> list[object]:
     """Run engine processes that start writing at the same moment; their JSON answers."""
-    go = Path(tempfile.mkdtemp(prefix="mindfile-go-")) / "go"
-    env = {**os.environ, **env, "MINDFILE_TEST_GO": str(go)}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(CHILD), *argv],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        for argv in argvs
-    ]
-    answers = []
-    try:
-        deadline = time.monotonic() + timeout
-        while len(list(go.parent.glob("go.ready.*"))) < len(procs):
-            for p in procs:
-                if p.poll() is not None:
-                    _, err = p.communicate()
-                    raise AssertionError(f"a child died before it was ready: {err.decode()}")
-            assert time.monotonic() < deadline, "the children never got ready"
-            time.sleep(0.02)
-        go.touch()
-        for proc in procs:
-            out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            assert proc.returncode == 0, err.decode()
-            answers.append(json.loads(out.decode().strip().splitlines()[-1]))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-    return answers
+    return run_children(CHILD, *argvs, env=env, timeout=timeout)
 
 
 def test_three_processes_store_and_search_each_others_writes(pg_url: str, tmp_path: Path) -> None:
