@@ -220,6 +220,10 @@ class Bm25Index:
                 self._sync.release()
         return False
 
+    def docs_held(self) -> int:
+        """Live documents in the index as it stands (no catching up, no lock)."""
+        return self._state.docs
+
     def backlog(self) -> int:
         """Chunks added since this index last caught up (all of them before the first
         build): what a search would index before answering (updates not counted)."""

@@ -17,7 +17,9 @@ index backend reaches all of them at once (docs/architecture.md).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,6 +27,7 @@ import numpy as np
 from mindfile.embed.base import Vector
 from mindfile.manage.expiry import hidden_rowids
 from mindfile.retrieve.fts import COLUMN_WEIGHTS, query_words
+from mindfile.retrieve.overlap import alone, overlap_allowed, searching, side_thread
 from mindfile.storage.backend import AnyDatabase, is_postgres, lifecycle_store, search_store
 from mindfile.storage.db import utcnow
 from mindfile.storage.fulltext import filter_clause, full_text
@@ -33,11 +36,15 @@ from mindfile.vector.base import VectorFilter, VectorIndex
 if TYPE_CHECKING:
     from mindfile.retrieve.lexical import Bm25Index
 
-__all__ = ["PG_WAIT_BACKLOG", "Legs", "ReadFilter", "Retriever"]
+__all__ = ["OVERLAP_MIN_DOCS", "PG_WAIT_BACKLOG", "Legs", "ReadFilter", "Retriever"]
 
 #: On Postgres, a search catches the BM25 index up itself when at most this many chunks
 #: wait (see :meth:`Retriever._wait_for`).
 PG_WAIT_BACKLOG = 50_000
+
+#: Run the two legs of a search at once from this many chunks in the BM25 index (below
+#: it both legs take well under a millisecond and handing one over costs ~0.05 ms).
+OVERLAP_MIN_DOCS = 20_000
 
 Hits = list[tuple[int, float]]
 
@@ -113,6 +120,19 @@ class Retriever:
         self.lexical = lexical
         self.full_text = full_text(db)
 
+    def _overlap(self, bm25: Bm25Index) -> bool:
+        """Whether to run the BM25 leg on the side thread while this thread runs the
+        vector leg (:mod:`mindfile.retrieve.overlap`): the index is large enough for
+        that to pay (:data:`OVERLAP_MIN_DOCS`), no other search of this process is in
+        flight (the cores are busy then), and never inside the caller's transaction
+        (the side thread would wait for the database lock this thread holds)."""
+        return (
+            bm25.docs_held() >= OVERLAP_MIN_DOCS
+            and alone()
+            and not self.db.held_by_me()
+            and overlap_allowed()
+        )
+
     def _wait_for(self, bm25: Bm25Index) -> bool:
         """Whether to let ``bm25`` catch up now rather than rank with the database.
 
@@ -139,18 +159,29 @@ class Retriever:
     ) -> Legs:
         """The top ``vector_k`` vector hits (when ``query_vec`` is given) and the top
         ``lexical_k`` BM25 hits of ``query``, both within ``flt``."""
+        with searching():
+            return self._legs(query, query_vec, flt, vector_k=vector_k, lexical_k=lexical_k)
+
+    def _legs(
+        self,
+        query: str,
+        query_vec: Vector | None,
+        flt: ReadFilter,
+        *,
+        vector_k: int,
+        lexical_k: int,
+    ) -> Legs:
         if flt.empty or ((query_vec is None or vector_k <= 0) and lexical_k <= 0):
             return Legs([], [])
         hidden = hidden_rowids(lifecycle_store(self.db), utcnow())
         where = flt.resolve(self.db)
         if where is not None and where.rowids is not None and len(where.rowids) == 0:
             return Legs([], [])
-        vector: Hits = []
-        if query_vec is not None and vector_k > 0:
-            vector = self.index.search(query_vec, vector_k + len(hidden), where=where)
+        want_vector = query_vec is not None and vector_k > 0
         lexical: Hits = []
         backend: str | None = None
         warm_after: Bm25Index | None = None
+        side: Future[Hits] | None = None
         if lexical_k > 0:
             bm25 = self.lexical
             held: int | None = None
@@ -165,7 +196,11 @@ class Retriever:
                     bm25 = None
             fetch = lexical_k + len(hidden)
             if bm25 is not None and held is None:
-                lexical, backend = bm25.search(query, fetch, where=where), "memory"
+                backend = "memory"
+                if want_vector and self._overlap(bm25):
+                    side = side_thread().try_start(partial(bm25.search, query, fetch, where=where))
+                if side is None:
+                    lexical = bm25.search(query, fetch, where=where)
             else:
                 mine: Hits = []
                 if bm25 is not None:
@@ -184,6 +219,14 @@ class Retriever:
                 if bm25 is not None:
                     lexical = sorted(mine + lexical, key=lambda h: (-h[1], -h[0]))[:fetch]
                     backend = "memory+fts5"
+        vector: Hits = []
+        if want_vector:
+            assert query_vec is not None
+            try:
+                vector = self.index.search(query_vec, vector_k + len(hidden), where=where)
+            finally:
+                if side is not None:  # never leave the side thread's result behind
+                    lexical = side.result()
         if hidden:
             vector = [h for h in vector if h[0] not in hidden][:vector_k]
             lexical = [h for h in lexical if h[0] not in hidden][:lexical_k]

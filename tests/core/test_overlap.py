@@ -1,0 +1,195 @@
+"""A search's two legs at once: the BM25 leg on the process's side thread
+(mindfile/retrieve/overlap.py) gives the same results as running them in turn."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+
+import pytest
+
+import mindfile
+from mindfile.retrieve import retriever
+from mindfile.retrieve.overlap import SideThread, alone, overlap_allowed, searching, side_thread
+
+WORDS = [
+    "hike",
+    "lisbon",
+    "dog",
+    "porto",
+    "sister",
+    "concert",
+    "garden",
+    "piano",
+    "train",
+    "coffee",
+    "book",
+    "river",
+]
+
+
+def test_the_side_thread_takes_one_task_and_is_free_again_when_it_ends() -> None:
+    side = SideThread()
+    release = threading.Event()
+    first = side.try_start(lambda: release.wait(10) and "first")
+    assert first is not None
+    assert side.try_start(lambda: "second") is None  # busy: the caller runs it itself
+    release.set()
+    assert first.result(10) == "first"
+    again = side.try_start(lambda: 41 + 1)
+    assert again is not None and again.result(10) == 42
+
+
+def test_an_exception_on_the_side_thread_reaches_the_caller_and_frees_it() -> None:
+    side = SideThread()
+
+    def fail() -> None:
+        raise ValueError("leg failed")
+
+    failed = side.try_start(fail)
+    assert failed is not None
+    with pytest.raises(ValueError, match="leg failed"):
+        failed.result(10)
+    after = side.try_start(lambda: "ok")
+    assert after is not None and after.result(10) == "ok"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_a_forked_child_starts_its_own_side_thread() -> None:
+    busy = threading.Event()
+    release = threading.Event()
+
+    def hold() -> str:
+        busy.set()
+        release.wait(10)
+        return "parent"
+
+    held = side_thread().try_start(hold)
+    assert held is not None and busy.wait(10)  # the parent's side thread is busy at the fork
+    pid = os.fork()
+    if pid == 0:  # the child: its side thread must start and answer, not hang
+        code = 1
+        try:
+            mine = side_thread().try_start(lambda: "child")
+            code = 0 if mine is not None and mine.result(5) == "child" else 2
+        finally:
+            os._exit(code)
+    release.set()
+    assert held.result(10) == "parent"
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_search_is_alone_only_while_no_other_is_in_flight() -> None:
+    assert alone()
+    inside = threading.Event()
+    release = threading.Event()
+
+    def other() -> None:
+        with searching():
+            inside.set()
+            release.wait(10)
+
+    t = threading.Thread(target=other)
+    t.start()
+    assert inside.wait(10)
+    with searching():
+        assert not alone()
+    release.set()
+    t.join(10)
+    with searching():
+        assert alone()
+
+
+def test_overlap_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MINDFILE_SEARCH_OVERLAP", "off")
+    assert not overlap_allowed()
+    monkeypatch.setenv("MINDFILE_SEARCH_OVERLAP", "1")
+    assert overlap_allowed() == ((os.cpu_count() or 1) >= 2)
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Every search overlaps (no size threshold, even with other searches in flight, to
+    make threads race for the side thread); counts the legs run on it."""
+    monkeypatch.setattr(retriever, "OVERLAP_MIN_DOCS", 0)
+    monkeypatch.setattr(retriever, "alone", lambda: True)
+    monkeypatch.setattr("mindfile.retrieve.overlap.overlap_allowed", lambda: True)
+    monkeypatch.setattr(retriever, "overlap_allowed", lambda: True)
+    started = [0]
+    original = SideThread.try_start
+
+    def counting(self: SideThread, fn):  # type: ignore[no-untyped-def]
+        future: Future[object] | None = original(self, fn)
+        if future is not None:
+            started[0] += 1
+        return future
+
+    monkeypatch.setattr(SideThread, "try_start", counting)
+    yield started
+
+
+def _filled(location: str) -> mindfile.Mindfile:
+    mem = mindfile.open(location, embedder="hash")
+    mem.store_many(
+        [
+            ("s1" if i % 3 else "s2", i, " ".join(WORDS[(i * k) % len(WORDS)] for k in (1, 3, 7)))
+            for i in range(1, 400)
+        ]
+    )
+    assert mem.lexical is not None
+    mem.lexical.size()  # built: searches take the in-memory BM25 path
+    return mem
+
+
+def _answers(mem: mindfile.Mindfile, queries: list[str]) -> list[list[tuple[str, float]]]:
+    return [[(hit.chunk_id, hit.score) for hit in mem.search(q, top_k=8)] for q in queries]
+
+
+def test_results_equal_the_legs_in_turn_across_many_threads(
+    store_location: str, counted: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mem = _filled(store_location)
+    queries = [f"{a} {b}" for a in WORDS for b in WORDS[::3]]
+    monkeypatch.setattr(retriever, "overlap_allowed", lambda: False)
+    in_turn = _answers(mem, queries)
+    assert counted[0] == 0
+    monkeypatch.setattr(retriever, "overlap_allowed", lambda: True)
+    assert _answers(mem, queries) == in_turn
+    assert counted[0] == len(queries)  # one thread: the side thread is always free
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            assert _answers(mem, queries) == in_turn
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(6)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        sys.setswitchinterval(old)
+    assert not any(t.is_alive() for t in threads), "a search thread hangs"
+    assert not errors, errors[0]
+    assert counted[0] > len(queries)  # some of the threads' legs ran on the side thread
+    mem.close()
+
+
+def test_inside_a_transaction_the_legs_run_in_turn(store_location: str, counted: list[int]) -> None:
+    mem = _filled(store_location)
+    expected = _answers(mem, ["hike dog", "piano river"])
+    counted[0] = 0
+    with mem.db.atomic():  # the side thread would wait for the lock this thread holds
+        assert _answers(mem, ["hike dog", "piano river"]) == expected
+    assert counted[0] == 0
+    mem.close()
