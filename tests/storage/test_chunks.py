@@ -88,3 +88,25 @@ def test_store_many_writes_a_batch_like_one_store_at_a_time(tmp_path: Path) -> N
     strip = [r[:8] + r[9:] for r in batched]  # expires_at depends on the wall clock
     assert strip == [r[:8] + r[9:] for r in single]
     assert [r[8] is None for r in batched] == [r[8] is None for r in single]
+
+
+def test_context_after_across_batches_keeps_any_text_exactly(tmp_path: Path) -> None:
+    """The previous batch's last chunk of each session gets the head of the session's
+    next event as its context, exactly (non-BMP characters, quotes, backslashes), in the
+    table and in FTS5; written for every session of the batch in one statement."""
+    import mindfile
+
+    heads = ['café 😀 "quoted" \\ back', "日本語のテキスト", "tab\tand\nnewline"]
+    with mindfile.open(tmp_path / "ctx.db", embedder="hash") as mem:
+        mem.store_many([(f"s{i}", 1, f"first turn of session {i}") for i in range(3)])
+        mem.store_many([(f"s{i}", 2, text) for i, text in enumerate(heads)])
+        got = dict(
+            mem.db.query("SELECT session_id, context_after FROM chunks WHERE sequence_end = 1")
+        )
+        nxt = dict(mem.db.query("SELECT session_id, chunk_text FROM chunks WHERE sequence_end = 2"))
+        assert got == nxt and got["s0"] == heads[0] and got["s1"] == heads[1]
+        fts = mem.db.query(
+            "SELECT c.session_id FROM chunks_fts f JOIN chunks c ON c.id = f.rowid "
+            "WHERE chunks_fts MATCH 'context_after:quoted'"
+        )
+        assert fts == [("s0",)]
