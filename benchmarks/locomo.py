@@ -13,7 +13,9 @@ Time-aware retrieval (docs/retrieval.md): ``--occurred-at`` stores every turn wi
 the conversation's last session date (the default ``now`` is the wall clock), and
 ``--no-temporal`` turns the time boost off; ``--time-config '{"weight": 0.2}'`` sets
 TimeConfig fields. ``--no-preferences`` turns preference recall off,
-``--preference-config '{"limit": 20}'`` sets PreferenceConfig fields.
+``--preference-config '{"limit": 20}'`` sets PreferenceConfig fields. ``--no-neighbors`` turns
+neighbour smoothing off (search and build_context), ``--neighbor-config '{"weight": 0.3}'``
+sets NeighborConfig fields.
 
 The data (CC BY-NC 4.0) is read from its path and never copied into this repository.
 """
@@ -253,6 +255,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     time_kw["temporal"] = False
                 if args.no_preferences:
                     time_kw["preferences"] = False
+                if args.no_neighbors:
+                    time_kw["neighbors"] = False
                 for qa in conv["qa"]:
                     gold = evidence_ids(qa)
                     if not gold:
@@ -334,6 +338,7 @@ def summarize(
         "as_of": args.as_of,
         "temporal": not args.no_temporal,
         "preferences": not args.no_preferences,
+        "neighbors": not args.no_neighbors,
         "conversations": args.conversations or "all",
     }
     return result
@@ -437,6 +442,16 @@ def main() -> None:
     parser.add_argument("--no-temporal", action="store_true", help="search(temporal=False)")
     parser.add_argument("--no-preferences", action="store_true", help="search(preferences=False)")
     parser.add_argument(
+        "--no-neighbors",
+        action="store_true",
+        help="search(neighbors=False) and no neighbour smoothing in build_context",
+    )
+    parser.add_argument(
+        "--neighbor-config",
+        default=None,
+        help='NeighborConfig fields as JSON, e.g. {"weight": 0.3}',
+    )
+    parser.add_argument(
         "--preference-config",
         default="",
         help='PreferenceConfig fields as JSON, e.g. {"limit": 20}',
@@ -457,6 +472,15 @@ def main() -> None:
         from mindfile.retrieve import temporal
 
         temporal.DEFAULT_TIME_CONFIG = temporal.TimeConfig(**json.loads(args.time_config))
+    if args.neighbor_config or args.no_neighbors:
+        import json
+
+        from mindfile.retrieve import neighbors
+
+        fields = json.loads(args.neighbor_config or "{}")
+        if args.no_neighbors:
+            fields["weight"] = 0.0  # build_context too
+        neighbors.DEFAULT_NEIGHBOR_CONFIG = neighbors.NeighborConfig(**fields)
     if args.preference_config:
         import json
 

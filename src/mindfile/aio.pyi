@@ -172,6 +172,7 @@ class AsyncMindfile:
         as_of: datetime | date | str | float | None = ...,
         temporal: bool = ...,
         preferences: bool = ...,
+        neighbors: bool = ...,
     ) -> SearchResults: ...
     async def search_notes(
         self,

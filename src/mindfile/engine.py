@@ -643,6 +643,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         as_of: datetime | date | str | float | None = None,
         temporal: bool = True,
         preferences: bool = True,
+        neighbors: bool = True,
     ) -> SearchResults:
         """Search chunks by vector similarity, BM25, or both fused.
 
@@ -685,6 +686,11 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         memories where the user states a preference, habit, possession or constraint
         ("I've been learning Premiere Pro", "I'm vegetarian"); ``hit.breakdown.preference``
         is the boost. ``preferences=False`` turns it off.
+
+        Neighbour smoothing (docs/retrieval.md), in hybrid mode: a memory within two turns
+        of a strong match in the same conversation gets half of that match's score added
+        (the answer often follows the turn that repeats the question's words);
+        ``hit.breakdown.neighbors`` is the lift. ``neighbors=False`` turns it off.
         """
         self.check_model()
         req = SearchRequest.build(
@@ -707,6 +713,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             as_of=as_of,
             temporal=temporal,
             preferences=preferences,
+            neighbors=neighbors,
         )
         return run_search(self.db, self.index, self.embedder, req, self.lexical)
 

@@ -78,6 +78,11 @@ class ScoreBreakdown(_ToDict):
     ``preference`` is what a recommendation question added to a memory that states a
     preference, habit, possession or constraint (docs/retrieval.md "Preference recall"):
     None when the query asks for no recommendation, else the boost included in ``fused``.
+
+    ``neighbors`` is what neighbouring turns of the same conversation added (a memory
+    within two turns of a strong match climbs; docs/retrieval.md "Neighbour
+    smoothing"): None when turned off (``search(neighbors=False)``) or in a single-leg
+    mode, else the lift included in ``fused``.
     """
 
     vector: float | None
@@ -89,6 +94,7 @@ class ScoreBreakdown(_ToDict):
     fts_rank: int | None = None
     time: float | None = None
     preference: float | None = None
+    neighbors: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,7 +164,10 @@ def test_a_planted_preference_is_found_for_a_recommendation_question(
     top = on[0].breakdown
     assert top.preference is not None and top.preference > 0
     assert top.fused == pytest.approx(
-        on.weights[0] * top.vector_norm + on.weights[1] * top.fts_norm + top.preference
+        on.weights[0] * top.vector_norm
+        + on.weights[1] * top.fts_norm
+        + top.preference
+        + (top.neighbors or 0.0)
     )
     # a question without intent is untouched
     plain = mem_static.search("video editing course", top_k=3)

@@ -47,7 +47,10 @@ def test_a_temporal_query_ranks_the_in_window_memory_first(hikes: mindfile.Mindf
             assert top.time is not None and top.time > 0
             # the time component is part of the fused score
             assert top.fused == pytest.approx(
-                hits.weights[0] * top.vector_norm + hits.weights[1] * top.fts_norm + top.time
+                hits.weights[0] * top.vector_norm
+                + hits.weights[1] * top.fts_norm
+                + top.time
+                + (top.neighbors or 0.0)
             )
         off = hikes.search(
             "where did I go hiking with my sister in May?", as_of=AS_OF, temporal=False

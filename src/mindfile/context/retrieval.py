@@ -49,6 +49,7 @@ from mindfile.manage.importance import effective_importance
 from mindfile.memory.facts import facts_session
 from mindfile.memory.notes import notes_session
 from mindfile.retrieve.fusion import normalizers, weighted_fusion
+from mindfile.retrieve.neighbors import apply_neighbors
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.search import DEFAULT_CANDIDATES
 from mindfile.retrieve.temporal import apply_time, time_query
@@ -158,6 +159,7 @@ def gather_candidates(
         fused = weighted_fusion(vector_leg, found.lexical, *fusion_weights, norms=norms)
         if not vector_leg:  # no query vector: BM25 alone, as search degrades
             fused = weighted_fusion([], found.lexical, 0.0, 1.0, norms=norms)
+        apply_neighbors(db, fused)  # as search does (mindfile.retrieve.neighbors)
         tq = None if as_of is None else time_query(query, as_of)
         if tq is not None:
             apply_time(db, fused, tq)

@@ -58,6 +58,8 @@ class Fused:
     time: float | None = None
     #: The preference boost included in ``score`` (None: no recommendation intent).
     preference: float | None = None
+    #: The neighbour lift included in ``score`` (None: smoothing did not run).
+    neighbors: float | None = None
 
 
 def min_max(scores: Sequence[float]) -> list[float]:

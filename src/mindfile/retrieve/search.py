@@ -27,6 +27,7 @@ from mindfile.retrieve.fusion import (
     rrf_fusion,
     weighted_fusion,
 )
+from mindfile.retrieve.neighbors import apply_neighbors
 from mindfile.retrieve.preferences import apply_preferences, leg_query, recommendation_intent
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.temporal import apply_time, describe, time_query
@@ -115,6 +116,8 @@ class SearchRequest:
     temporal: bool = True
     #: Boost the user's stated preferences for recommendation questions.
     preferences: bool = True
+    #: Lift memories next to strong matches in their conversation (neighbour smoothing).
+    neighbors: bool = True
 
     @classmethod
     def build(
@@ -139,6 +142,7 @@ class SearchRequest:
         as_of: Any = None,
         temporal: Any = True,
         preferences: Any = True,
+        neighbors: Any = True,
     ) -> SearchRequest:
         if source not in SOURCES:
             raise InvalidInputError(f"source must be one of {SOURCES}, not {source!r}")
@@ -164,6 +168,8 @@ class SearchRequest:
             raise InvalidInputError("temporal must be True or False")
         if not isinstance(preferences, bool):
             raise InvalidInputError("preferences must be True or False")
+        if not isinstance(neighbors, bool):
+            raise InvalidInputError("neighbors must be True or False")
         return cls(
             query=query,
             session_ids=_sessions(session_id),
@@ -182,6 +188,7 @@ class SearchRequest:
             as_of=None if as_of is None else check_time(as_of, "as_of"),
             temporal=temporal,
             preferences=preferences,
+            neighbors=neighbors,
         )
 
 
@@ -285,6 +292,8 @@ def run_search(
             fused = weighted_fusion(head_v, head_f, 1.0, 1.0, norms=norms)
     # Vectors missing (embedder down, jobs pending): see mindfile.retrieve.degraded.
     fused, degraded = degrade(db, fused, head_f, req, mode=mode, degraded=degraded)
+    if req.neighbors and mode == "hybrid":  # neighbour smoothing (retrieve/neighbors.py)
+        apply_neighbors(db, fused)
     tq = time_query(req.query, req.as_of or datetime.now(UTC)) if req.temporal else None
     if tq is not None:  # before the tail: only the fused candidates are boosted
         apply_time(db, fused, tq)
@@ -403,6 +412,7 @@ def _hits(db: AnyDatabase, fused: dict[int, Fused], req: SearchRequest) -> list[
                     fts_rank=f.fts_rank,
                     time=f.time,
                     preference=f.preference,
+                    neighbors=f.neighbors,
                 ),
                 occurred_at=str(occurred),
             )

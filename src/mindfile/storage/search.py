@@ -111,6 +111,12 @@ class SearchStore(Protocol):
         occurred_at or created_at)``."""
         ...
 
+    def chunks_around(self, rowids: Sequence[int], window: int) -> list[tuple[int, str, int]]:
+        """``(rowid, session_id, sequence_end)`` of every chunk whose ``sequence_end`` is
+        within ``window`` of one of ``rowids``' chunks in the same session, those chunks
+        included (where they sit in their conversations: neighbour smoothing)."""
+        ...
+
     def chunk_ends(self, rowids: Sequence[int]) -> dict[int, int]:
         """``sequence_end`` by rowid (ties go to the most recent chunk)."""
         ...
@@ -144,6 +150,18 @@ WHERE NOT EXISTS (SELECT 1 FROM chunks_vec WHERE chunk_rowid = value)
 TIMES = """
 SELECT id, coalesce(occurred_at, created_at) FROM chunks
 WHERE id IN (SELECT value FROM json_each(?))
+"""
+
+# The chunks ?1 (through the covering idx_chunks_position, migration 0015: the planner
+# prefers the rowid, whose rows hold ~1 KB of text) and, for each, one range probe of
+# idx_chunks_session_seq (it covers the three columns) for the turns within ?2 of it.
+AROUND = """
+SELECT c.id, c.session_id, c.sequence_end
+FROM chunks AS l INDEXED BY idx_chunks_position
+JOIN chunks AS c INDEXED BY idx_chunks_session_seq
+  ON c.session_id = l.session_id
+ AND c.sequence_end BETWEEN l.sequence_end - ?2 AND l.sequence_end + ?2
+WHERE l.id IN (SELECT value FROM json_each(?1))
 """
 
 STATEMENTS = """
@@ -191,6 +209,7 @@ class SearchSql:
 
     unembedded_among: str
     times: str
+    around: str
     statements: str
     statement_rowids: str
     has_unclassified: str
@@ -235,6 +254,12 @@ class SqlSearchStore:
     def chunk_times(self, rowids: Sequence[int]) -> list[tuple[int, str]]:
         rows = self.db.query(self.SQL.times, (self._ids(rowids),))
         return [(int(rowid), str(text)) for rowid, text in rows]
+
+    def chunks_around(self, rowids: Sequence[int], window: int) -> list[tuple[int, str, int]]:
+        if not rowids:
+            return []
+        rows = self.db.query(self.SQL.around, (self._ids(rowids), int(window)))
+        return [(int(rowid), str(session), int(end)) for rowid, session, end in rows]
 
     def chunk_statements(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
         return _texts(self.db.query(self.SQL.statements, (self._ids(rowids),)))
@@ -301,6 +326,7 @@ class SqliteSearchStore(SqlSearchStore):
     SQL = SearchSql(
         unembedded_among=UNEMBEDDED_AMONG,
         times=TIMES,
+        around=AROUND,
         statements=STATEMENTS,
         statement_rowids=STATEMENT_ROWIDS,
         has_unclassified=HAS_UNCLASSIFIED,

@@ -41,6 +41,15 @@ WHERE NOT EXISTS (SELECT 1 FROM chunks_vec WHERE chunk_rowid = u.r)
 ORDER BY u.i
 """
 
+AROUND = """
+SELECT c.id, c.session_id, c.sequence_end
+FROM chunks AS l
+JOIN chunks AS c
+  ON c.session_id = l.session_id
+ AND c.sequence_end BETWEEN l.sequence_end - %s AND l.sequence_end + %s
+WHERE l.id = ANY(%s::bigint[])
+"""
+
 TIMES = """
 SELECT id, coalesce(occurred_at, created_at) FROM chunks WHERE id = ANY(%s::bigint[]) ORDER BY id
 """
@@ -129,6 +138,7 @@ class PgSearchStore(SqlSearchStore):
     SQL = SearchSql(
         unembedded_among=UNEMBEDDED_AMONG,
         times=TIMES,
+        around=AROUND,
         statements=STATEMENTS,
         statement_rowids=STATEMENT_ROWIDS,
         has_unclassified=HAS_UNCLASSIFIED,
@@ -150,6 +160,12 @@ class PgSearchStore(SqlSearchStore):
     @staticmethod
     def _ids(rowids: Sequence[int]) -> object:
         return [int(r) for r in rowids]  # a bigint[] parameter
+
+    def chunks_around(self, rowids: Sequence[int], window: int) -> list[tuple[int, str, int]]:
+        if not rowids:
+            return []
+        rows = self.db.query(AROUND, (int(window), int(window), self._ids(rowids)))
+        return [(int(rowid), str(session), int(end)) for rowid, session, end in rows]
 
     @staticmethod
     def _filter(
