@@ -40,6 +40,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mindfile._helpers import helper_processes_allowed
@@ -94,6 +95,7 @@ def publisher_for(
         lexical.deferred = deferred  # type: ignore[method-assign]
     if isinstance(index, AnnIndex):
         index.deferred = deferred  # type: ignore[method-assign]
+        publisher.follow = index.follow
     return publisher
 
 
@@ -113,6 +115,9 @@ class Publisher:
         self._pid = os.getpid()
         #: Helpers started so far (for tests and ``info()``).
         self.started = 0
+        #: Called after each write while the helper runs (the vector index's
+        #: :meth:`~mindfile.vector.ann.AnnIndex.follow`), or None.
+        self.follow: Callable[[], None] | None = None
 
     @property
     def running(self) -> bool:
@@ -120,9 +125,19 @@ class Publisher:
         return proc is not None and proc.poll() is None
 
     def wrote(self, chunks: int) -> None:
-        """``chunks`` were just committed by this engine."""
+        """``chunks`` were just committed by this engine. While the helper runs, the
+        engine's vector index catches up with them at once (:attr:`follow`)."""
         if chunks <= 0 or os.getpid() != self._pid:
             return
+        self._start_if_due(chunks)
+        follow = self.follow
+        if follow is not None and self.running:
+            try:
+                follow()
+            except Exception as exc:  # the write is committed; the next search catches up
+                logger.warning("the vector index could not follow a bulk write: %s", exc)
+
+    def _start_if_due(self, chunks: int) -> None:
         now = time.monotonic()
         with self._lock:
             if self._closed:

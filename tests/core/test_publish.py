@@ -89,6 +89,26 @@ def test_a_bulk_ingest_is_published_by_the_helper_and_answers_as_without_it(
         assert [s for _, s in hits] == pytest.approx([s for _, s in ref_hits], abs=1e-9)
 
 
+@pytest.mark.skipif(not _publish.publisher_allowed(), reason="helper processes are off here")
+def test_while_the_helper_runs_the_vector_index_follows_each_write(tmp_path: Path) -> None:
+    """After each store_many the writing engine's vector index already holds the rows
+    just committed (no search needed): the first search after the ingest reads none back."""
+    mem = mindfile.open(tmp_path / "follow.db", embedder="hash", vector_index="exact")
+    assert mem._publisher is not None
+    mem._publisher._start_after = 300
+    followed = 0
+    for start in range(0, 3000, 300):
+        mem.store_many(_events(start, 300))
+        if mem._publisher.running:
+            high = int(mem.db.scalar("SELECT max(chunk_rowid) FROM chunks_vec"))
+            assert mem.index._delta.max_id == high  # type: ignore[attr-defined]
+            followed += 1
+    assert followed >= 5
+    assert mem._publisher.wait(60)
+    assert mem.index.size() == mem.info().chunks
+    mem.close()
+
+
 def test_a_backlog_is_ranked_by_the_index_it_holds_plus_fts5_for_newer_chunks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
