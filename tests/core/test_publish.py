@@ -70,6 +70,7 @@ def test_a_bulk_ingest_is_published_by_the_helper_and_answers_as_without_it(
     bm25 = _manifest(path, "bm25")
     exact = _manifest(path, "exact")
     assert bm25 is not None and bm25["max_id"] == high
+    assert bm25["l0"] is None  # the helper folded its last L0 into the base when idle
     assert exact is not None and int(exact["max_id"]) >= 4096  # type: ignore[call-overload]
     assert mem.lexical is not None and mem.lexical.usable()
     got = _answers(mem)
