@@ -96,6 +96,7 @@ def test_chunks_around_finds_the_turns_within_the_window_of_the_same_session(
     any_mem.store_many([(s, i, f"{s} turn {i}") for s in ("a", "b") for i in range(1, 9)])
     ids = dict(any_mem.db.query("SELECT chunk_text, id FROM chunks"))
     around = search_store(any_mem.db).chunks_around([ids["a turn 4"], ids["b turn 1"]], 2)
-    got = sorted((session, seq) for _, session, seq in set(around))
+    assert {a for a, _, _, _ in around} == {ids["a turn 4"], ids["b turn 1"]}
+    got = sorted((session, seq) for _, _, session, seq in set(around))
     assert got == [("a", 2), ("a", 3), ("a", 4), ("a", 5), ("a", 6), ("b", 1), ("b", 2), ("b", 3)]
     assert search_store(any_mem.db).chunks_around([], 2) == []

@@ -24,7 +24,14 @@ from dataclasses import dataclass
 from mindfile.retrieve.fusion import Fused
 from mindfile.storage.backend import AnyDatabase, search_store
 
-__all__ = ["DEFAULT_NEIGHBOR_CONFIG", "NeighborConfig", "apply_neighbors", "lift"]
+__all__ = [
+    "DEFAULT_NEIGHBOR_CONFIG",
+    "Around",
+    "NeighborConfig",
+    "apply_neighbors",
+    "lift",
+    "prefetch",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,19 +51,55 @@ class NeighborConfig:
 DEFAULT_NEIGHBOR_CONFIG = NeighborConfig()
 
 
+Around = dict[int, list[tuple[int, str, int]]]
+
+
+def prefetch(
+    db: AnyDatabase, hits: list[tuple[int, float]], cfg: NeighborConfig | None = None
+) -> Around:
+    """The turns around the best ``lenders`` of one leg's ``hits``, by lender: what
+    :func:`apply_neighbors` would read for those of them that end up among the best
+    fused candidates. The retriever's side thread reads them right after the BM25 leg,
+    while the vector leg still runs (:mod:`mindfile.retrieve.overlap`), so the search
+    reads only the other lenders' afterwards. The result is the same either way."""
+    cfg = cfg or DEFAULT_NEIGHBOR_CONFIG
+    if cfg.weight <= 0.0 or not hits:
+        return {}
+    return _around(db, sorted(r for r, _ in hits[: cfg.lenders]), cfg.window)
+
+
+def _around(db: AnyDatabase, rowids: list[int], window: int) -> Around:
+    out: Around = {r: [] for r in rowids}
+    for lender, rowid, session, seq in search_store(db).chunks_around(rowids, window):
+        out[lender].append((rowid, session, seq))
+    return out
+
+
 def apply_neighbors(
-    db: AnyDatabase, fused: dict[int, Fused], cfg: NeighborConfig | None = None
+    db: AnyDatabase,
+    fused: dict[int, Fused],
+    cfg: NeighborConfig | None = None,
+    *,
+    known: Around | None = None,
 ) -> None:
     """Add each candidate's neighbour lift to its score (``Fused.neighbors``), in place
-    (``cfg`` None: :data:`DEFAULT_NEIGHBOR_CONFIG`, read at call time)."""
+    (``cfg`` None: :data:`DEFAULT_NEIGHBOR_CONFIG`, read at call time). ``known``: the
+    turns around some chunks, already read (:func:`prefetch`)."""
     cfg = cfg or DEFAULT_NEIGHBOR_CONFIG
     if cfg.weight <= 0.0 or not fused:
         return
     lifts: dict[int, float] = {}
     if len(fused) > 1:
-        best = heapq.nlargest(cfg.lenders, fused.values(), key=_score)
-        around = search_store(db).chunks_around(sorted(f.rowid for f in best), cfg.window)
-        positions = {rowid: (s, seq) for rowid, s, seq in around if rowid in fused}
+        lenders = [f.rowid for f in heapq.nlargest(cfg.lenders, fused.values(), key=_score)]
+        known = known or {}
+        missing = sorted(r for r in lenders if r not in known)
+        read = _around(db, missing, cfg.window) if missing else {}
+        positions: dict[int, tuple[str, int]] = {}
+        for lender in lenders:
+            rows = known[lender] if lender in known else read.get(lender, [])
+            for rowid, session, seq in rows:
+                if rowid in fused:
+                    positions[rowid] = (session, seq)
         lifts = lift({r: fused[r].score for r in positions}, positions, cfg)
     for rowid, item in fused.items():
         extra = lifts.get(rowid, 0.0)

@@ -16,7 +16,7 @@ index backend reaches all of them at once (docs/architecture.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from functools import partial
@@ -109,6 +109,8 @@ class Legs:
     vector: Hits
     lexical: Hits
     lexical_backend: str | None = None
+    #: What ``then`` returned for the lexical hits, when it ran (see :meth:`Retriever.legs`).
+    then: Any = None
 
 
 class Retriever:
@@ -156,11 +158,19 @@ class Retriever:
         *,
         vector_k: int,
         lexical_k: int,
+        then: Callable[[Hits], Any] | None = None,
     ) -> Legs:
         """The top ``vector_k`` vector hits (when ``query_vec`` is given) and the top
-        ``lexical_k`` BM25 hits of ``query``, both within ``flt``."""
+        ``lexical_k`` BM25 hits of ``query``, both within ``flt``.
+
+        ``then``: when the BM25 leg runs on the side thread, called there with its hits
+        (hidden ones included) while the vector leg still runs; its result is
+        :attr:`Legs.then` (None when it did not run: the caller does that work itself).
+        """
         with searching():
-            return self._legs(query, query_vec, flt, vector_k=vector_k, lexical_k=lexical_k)
+            return self._legs(
+                query, query_vec, flt, vector_k=vector_k, lexical_k=lexical_k, then=then
+            )
 
     def _legs(
         self,
@@ -170,6 +180,7 @@ class Retriever:
         *,
         vector_k: int,
         lexical_k: int,
+        then: Callable[[Hits], Any] | None,
     ) -> Legs:
         if flt.empty or ((query_vec is None or vector_k <= 0) and lexical_k <= 0):
             return Legs([], [])
@@ -181,7 +192,8 @@ class Retriever:
         lexical: Hits = []
         backend: str | None = None
         warm_after: Bm25Index | None = None
-        side: Future[Hits] | None = None
+        side: Future[tuple[Hits, Any]] | None = None
+        then_result: Any = None
         if lexical_k > 0:
             bm25 = self.lexical
             held: int | None = None
@@ -198,7 +210,9 @@ class Retriever:
             if bm25 is not None and held is None:
                 backend = "memory"
                 if want_vector and self._overlap(bm25):
-                    side = side_thread().try_start(partial(bm25.search, query, fetch, where=where))
+                    side = side_thread().try_start(
+                        partial(_lexical_then, bm25, query, fetch, where, then)
+                    )
                 if side is None:
                     lexical = bm25.search(query, fetch, where=where)
             else:
@@ -226,10 +240,22 @@ class Retriever:
                 vector = self.index.search(query_vec, vector_k + len(hidden), where=where)
             finally:
                 if side is not None:  # never leave the side thread's result behind
-                    lexical = side.result()
+                    lexical, then_result = side.result()
         if hidden:
             vector = [h for h in vector if h[0] not in hidden][:vector_k]
             lexical = [h for h in lexical if h[0] not in hidden][:lexical_k]
         if warm_after is not None:
             warm_after.warm()
-        return Legs(vector, lexical, backend)
+        return Legs(vector, lexical, backend, then_result)
+
+
+def _lexical_then(
+    bm25: Bm25Index,
+    query: str,
+    k: int,
+    where: VectorFilter | None,
+    then: Callable[[Hits], Any] | None,
+) -> tuple[Hits, Any]:
+    """The side thread's task: the BM25 leg, then ``then`` on its hits."""
+    hits = bm25.search(query, k, where=where)
+    return hits, (then(hits) if then is not None else None)

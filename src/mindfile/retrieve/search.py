@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -27,7 +28,7 @@ from mindfile.retrieve.fusion import (
     rrf_fusion,
     weighted_fusion,
 )
-from mindfile.retrieve.neighbors import apply_neighbors
+from mindfile.retrieve.neighbors import apply_neighbors, prefetch
 from mindfile.retrieve.preferences import apply_preferences, leg_query, recommendation_intent
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.temporal import apply_time, describe, time_query
@@ -278,6 +279,7 @@ def run_search(
         flt,
         vector_k=pool if mode in ("vector", "hybrid") else 0,
         lexical_k=pool if mode in ("fts", "hybrid") else 0,
+        then=partial(prefetch, db) if req.neighbors and mode == "hybrid" else None,
     )
     vector_hits, fts_hits = legs.vector, legs.lexical
     head_v, head_f = vector_hits[:depth], fts_hits[:depth]
@@ -293,7 +295,7 @@ def run_search(
     # Vectors missing (embedder down, jobs pending): see mindfile.retrieve.degraded.
     fused, degraded = degrade(db, fused, head_f, req, mode=mode, degraded=degraded)
     if req.neighbors and mode == "hybrid":  # neighbour smoothing (retrieve/neighbors.py)
-        apply_neighbors(db, fused)
+        apply_neighbors(db, fused, known=legs.then)
     tq = time_query(req.query, req.as_of or datetime.now(UTC)) if req.temporal else None
     if tq is not None:  # before the tail: only the fused candidates are boosted
         apply_time(db, fused, tq)

@@ -111,10 +111,11 @@ class SearchStore(Protocol):
         occurred_at or created_at)``."""
         ...
 
-    def chunks_around(self, rowids: Sequence[int], window: int) -> list[tuple[int, str, int]]:
-        """``(rowid, session_id, sequence_end)`` of every chunk whose ``sequence_end`` is
-        within ``window`` of one of ``rowids``' chunks in the same session, those chunks
-        included (where they sit in their conversations: neighbour smoothing)."""
+    def chunks_around(self, rowids: Sequence[int], window: int) -> list[tuple[int, int, str, int]]:
+        """``(around, rowid, session_id, sequence_end)`` of every chunk whose
+        ``sequence_end`` is within ``window`` of the chunk ``around`` (one of
+        ``rowids``) in the same session, those chunks included (where they sit in
+        their conversations: neighbour smoothing)."""
         ...
 
     def chunk_ends(self, rowids: Sequence[int]) -> dict[int, int]:
@@ -156,7 +157,7 @@ WHERE id IN (SELECT value FROM json_each(?))
 # prefers the rowid, whose rows hold ~1 KB of text) and, for each, one range probe of
 # idx_chunks_session_seq (it covers the three columns) for the turns within ?2 of it.
 AROUND = """
-SELECT c.id, c.session_id, c.sequence_end
+SELECT l.id, c.id, c.session_id, c.sequence_end
 FROM chunks AS l INDEXED BY idx_chunks_position
 JOIN chunks AS c INDEXED BY idx_chunks_session_seq
   ON c.session_id = l.session_id
@@ -255,11 +256,11 @@ class SqlSearchStore:
         rows = self.db.query(self.SQL.times, (self._ids(rowids),))
         return [(int(rowid), str(text)) for rowid, text in rows]
 
-    def chunks_around(self, rowids: Sequence[int], window: int) -> list[tuple[int, str, int]]:
+    def chunks_around(self, rowids: Sequence[int], window: int) -> list[tuple[int, int, str, int]]:
         if not rowids:
             return []
         rows = self.db.query(self.SQL.around, (self._ids(rowids), int(window)))
-        return [(int(rowid), str(session), int(end)) for rowid, session, end in rows]
+        return [(int(a), int(rowid), str(session), int(end)) for a, rowid, session, end in rows]
 
     def chunk_statements(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
         return _texts(self.db.query(self.SQL.statements, (self._ids(rowids),)))

@@ -42,7 +42,7 @@ ORDER BY u.i
 """
 
 AROUND = """
-SELECT c.id, c.session_id, c.sequence_end
+SELECT l.id, c.id, c.session_id, c.sequence_end
 FROM chunks AS l
 JOIN chunks AS c
   ON c.session_id = l.session_id
@@ -161,11 +161,11 @@ class PgSearchStore(SqlSearchStore):
     def _ids(rowids: Sequence[int]) -> object:
         return [int(r) for r in rowids]  # a bigint[] parameter
 
-    def chunks_around(self, rowids: Sequence[int], window: int) -> list[tuple[int, str, int]]:
+    def chunks_around(self, rowids: Sequence[int], window: int) -> list[tuple[int, int, str, int]]:
         if not rowids:
             return []
         rows = self.db.query(AROUND, (int(window), int(window), self._ids(rowids)))
-        return [(int(rowid), str(session), int(end)) for rowid, session, end in rows]
+        return [(int(a), int(rowid), str(session), int(end)) for a, rowid, session, end in rows]
 
     @staticmethod
     def _filter(
