@@ -295,7 +295,9 @@ def serve(path: str, vector_index: str | None) -> int:
                 settled = True
                 lexical.publish()
                 if index is not None and _vector_due(index, high, final=True):
-                    index.merge(blocking=False)
+                    # Wait for the build lock: a searching process may hold it for a
+                    # moment (it removes old generations), and this is the last chance.
+                    index.merge(blocking=True)
                 continue
             if not compacted and quiet >= COMPACT_AFTER:
                 # The ingest is over: fold the BM25 L0 generation into the base now, at
@@ -305,6 +307,8 @@ def serve(path: str, vector_index: str | None) -> int:
                 compacted = True
                 if lexical.stats().get("l0_generation") is not None:
                     lexical.merge()
+                if index is not None and _vector_due(index, high, final=True):
+                    index.merge(blocking=True)  # the final one found the lock taken
                 continue
             if quiet > IDLE_SECONDS:
                 break
