@@ -150,6 +150,7 @@ class Retriever:
             is_postgres(self.db) and not self.db.held_by_me() and bm25.backlog() <= PG_WAIT_BACKLOG
         )
 
+    @searching()  # counted in flight (mindfile.retrieve.overlap)
     def legs(
         self,
         query: str,
@@ -167,21 +168,6 @@ class Retriever:
         (hidden ones included) while the vector leg still runs; its result is
         :attr:`Legs.then` (None when it did not run: the caller does that work itself).
         """
-        with searching():
-            return self._legs(
-                query, query_vec, flt, vector_k=vector_k, lexical_k=lexical_k, then=then
-            )
-
-    def _legs(
-        self,
-        query: str,
-        query_vec: Vector | None,
-        flt: ReadFilter,
-        *,
-        vector_k: int,
-        lexical_k: int,
-        then: Callable[[Hits], Any] | None,
-    ) -> Legs:
         if flt.empty or ((query_vec is None or vector_k <= 0) and lexical_k <= 0):
             return Legs([], [])
         hidden = hidden_rowids(lifecycle_store(self.db), utcnow())
