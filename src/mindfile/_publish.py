@@ -22,6 +22,8 @@ search after the ingest of 0.6-7.7 s instead of 16 s.
 - The helper reads the database and writes under ``<store>.index/``, taking the same
   build locks as any process that publishes (one publisher at a time per folder); its
   only database writes are the statement flags (short transactions of 2,000 rows).
+- When the writes pause (:data:`POLL_SECONDS`) it publishes what is new; after
+  :data:`COMPACT_AFTER` it folds the BM25 L0 generation into the base.
 - It exits when no chunk arrived for :data:`IDLE_SECONDS`, when its stdin closes (the
   engine closed, or its process died), or after a failure (logged to stderr, which is
   discarded: the indexes then catch up in the searching process as before).
