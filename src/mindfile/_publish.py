@@ -309,8 +309,6 @@ def serve(path: str, vector_index: str | None) -> int:
                 compacted = True
                 if lexical.stats().get("l0_generation") is not None:
                     lexical.merge()
-                if index is not None and _vector_due(index, high, final=True):
-                    index.merge(blocking=True)  # the final one found the lock taken
                 continue
             if quiet > IDLE_SECONDS:
                 break

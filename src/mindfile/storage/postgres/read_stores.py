@@ -41,13 +41,14 @@ WHERE NOT EXISTS (SELECT 1 FROM chunks_vec WHERE chunk_rowid = u.r)
 ORDER BY u.i
 """
 
+# Parameters in SQLite's order (ids, window), so the shared chunks_around runs it.
 AROUND = """
 SELECT l.id, c.id, c.session_id, c.sequence_end
-FROM chunks AS l
+FROM (SELECT %s::bigint[] AS ids, %s::bigint AS w) AS p
+JOIN chunks AS l ON l.id = ANY(p.ids)
 JOIN chunks AS c
   ON c.session_id = l.session_id
- AND c.sequence_end BETWEEN l.sequence_end - %s AND l.sequence_end + %s
-WHERE l.id = ANY(%s::bigint[])
+ AND c.sequence_end BETWEEN l.sequence_end - p.w AND l.sequence_end + p.w
 """
 
 TIMES = """
@@ -160,12 +161,6 @@ class PgSearchStore(SqlSearchStore):
     @staticmethod
     def _ids(rowids: Sequence[int]) -> object:
         return [int(r) for r in rowids]  # a bigint[] parameter
-
-    def chunks_around(self, rowids: Sequence[int], window: int) -> list[tuple[int, int, str, int]]:
-        if not rowids:
-            return []
-        rows = self.db.query(AROUND, (int(window), int(window), self._ids(rowids)))
-        return [(int(a), int(rowid), str(session), int(end)) for a, rowid, session, end in rows]
 
     @staticmethod
     def _filter(
