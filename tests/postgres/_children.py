@@ -10,14 +10,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
 def run_children(
-    child: Path, *argvs: list[str], env: dict[str, str] | None = None, timeout: float = 120
+    child: Path,
+    *argvs: list[str],
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    during: Callable[[], None] | None = None,
 ) -> list[object]:
     """Run ``child`` once per argv; once every one is ready (it touched
-    ``$MINDFILE_TEST_GO.ready.*``), start them together; their JSON answers, in order."""
+    ``$MINDFILE_TEST_GO.ready.*``), start them together; their JSON answers, in order.
+    ``during`` is called in a loop while any child still runs."""
     go = Path(tempfile.mkdtemp(prefix="mindfile-go-")) / "go"
     full_env = {**os.environ, **(env or {}), "MINDFILE_TEST_GO": str(go)}
     procs = [
@@ -40,6 +46,8 @@ def run_children(
             assert time.monotonic() < deadline, "the children never got ready"
             time.sleep(0.02)
         go.touch()
+        while during is not None and any(p.poll() is None for p in procs):
+            during()
         for proc in procs:
             out, err = proc.communicate(timeout=timeout)
             assert proc.returncode == 0, err.decode()

@@ -11,12 +11,7 @@ committed chunk and vector exactly once.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -33,6 +28,8 @@ from mindfile.storage.postgres import PgDatabase, apply_pg_migrations
 from mindfile.storage.postgres.migrations import load_pg_migrations
 from mindfile.storage.postgres.stores import pg_stores
 from mindfile.storage.postgres.writer_lock import CHUNK_WRITER_KEY
+
+from ._children import run_children
 
 CHILD = Path(__file__).with_name("_pg_child.py")
 NOW = "2026-01-01T00:00:00.000000+00:00"
@@ -81,21 +78,10 @@ def test_a_reader_following_ids_sees_every_committed_chunk_once(
     missed by ``chunks_after``, 31 and 33 by ``vectors_after``, 22 and 14 by the vector
     change log (its seqs are out of commit order too)."""
     source = index_source(db)
-    go = Path(tempfile.mkdtemp(prefix="mindfile-go-")) / "go"
-    env = {**os.environ, "MINDFILE_TEST_GO": str(go)}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(CHILD), "ingest", pg_url, f"w{i}", str(EVENTS), "4"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-        )
-        for i in range(WRITERS)
-    ]
     chunks: list[int] = []
     vectors: list[int] = []
     logged: list[int] = []
-    cursor = vector_cursor = 0
+    cursor = vector_cursor = reads = 0
     seen, _ = source.vector_changes_since(None)
 
     def follow() -> None:
@@ -113,25 +99,14 @@ def test_a_reader_following_ids_sees_every_committed_chunk_once(
         logged.extend(changed)
         seen = newest
 
-    try:
-        _wait_until(lambda: len(list(go.parent.glob("go.ready.*"))) == WRITERS, "ready", 120)
-        go.touch()
-        reads = 0
-        while any(p.poll() is None for p in procs):
-            follow()
-            reads += 1
-        answers = []
-        for proc in procs:
-            out, err = proc.communicate(timeout=120)
-            assert proc.returncode == 0, err.decode()
-            answers.append(json.loads(out.decode().strip().splitlines()[-1]))
-        follow()  # what committed after the last read in the loop
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-        shutil.rmtree(go.parent, ignore_errors=True)
+    def read_while_writing() -> None:
+        nonlocal reads
+        follow()
+        reads += 1
+
+    argvs = [["ingest", pg_url, f"w{i}", str(EVENTS), "4"] for i in range(WRITERS)]
+    answers = run_children(CHILD, *argvs, during=read_while_writing)
+    follow()  # what committed after the last read in the loop
     committed = sorted(int(r[0]) for r in db.query("SELECT id FROM chunks"))
     assert len(committed) == WRITERS * EVENTS
     assert sorted(i for answer in answers for i in answer) == committed
