@@ -27,6 +27,8 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from typing import TypeVar
 
+from mindfile._helpers import turned_off
+
 __all__ = ["SideThread", "alone", "overlap_allowed", "searching", "side_thread"]
 
 T = TypeVar("T")
@@ -35,14 +37,7 @@ T = TypeVar("T")
 def overlap_allowed() -> bool:
     """Whether searches may run a leg on the side thread: at least two CPUs, and not
     turned off by ``MINDFILE_SEARCH_OVERLAP`` (``0``, ``false``, ``no``, ``off``)."""
-    if os.environ.get("MINDFILE_SEARCH_OVERLAP", "").strip().lower() in (
-        "0",
-        "false",
-        "no",
-        "off",
-    ):
-        return False
-    return (os.cpu_count() or 1) >= 2
+    return not turned_off("MINDFILE_SEARCH_OVERLAP") and (os.cpu_count() or 1) >= 2
 
 
 _count_lock = threading.Lock()
