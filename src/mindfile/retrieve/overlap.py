@@ -107,19 +107,20 @@ class SideThread:
                     self._busy = False
                 future.set_result(result)
 
-    def _after_fork(self) -> None:
-        global _count_lock, _in_flight
-        _count_lock, _in_flight = threading.Lock(), 0
-        self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
-        self._task = None
-        self._busy = False
-        self._thread = None
-
 
 _SIDE = SideThread()
+
+
+def _after_fork() -> None:
+    """In a forked child: no search in flight, and a side thread not started yet (the
+    parent's locks may have been held at the fork)."""
+    global _count_lock, _in_flight, _SIDE
+    _count_lock, _in_flight = threading.Lock(), 0
+    _SIDE = SideThread()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_SIDE._after_fork)
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def side_thread() -> SideThread:
