@@ -15,7 +15,8 @@ the conversation's last session date (the default ``now`` is the wall clock), an
 TimeConfig fields. ``--no-preferences`` turns preference recall off,
 ``--preference-config '{"limit": 20}'`` sets PreferenceConfig fields. ``--no-neighbors`` turns
 neighbour smoothing off (search and build_context), ``--neighbor-config '{"weight": 0.3}'``
-sets NeighborConfig fields.
+sets NeighborConfig fields. ``--no-token-match`` turns token match off (search and
+build_context), ``--token-match-config '{"weight": 0.3}'`` sets TokenMatchConfig fields.
 
 The data (CC BY-NC 4.0) is read from its path and never copied into this repository.
 """
@@ -41,6 +42,8 @@ from _pg import postgres
 
 import mindfile
 from mindfile.retrieve.preferences import backfill as backfill_statements
+from mindfile.retrieve.token_match import backfill as backfill_token_sets
+from mindfile.retrieve.token_match import matcher_for
 from mindfile.tokens import estimate_tokens
 
 DEFAULT_DATA = LOCOMO
@@ -129,9 +132,13 @@ def load_conversation(
             events.append((sid, len(events) + 1, "\n".join(parts), {"dia_ids": ids}, when))
         n += 1
     mem.store_many(events, user_id=USER)
-    # A bulk write leaves preference statements to the backfill (docs/retrieval.md): run
-    # it now, so every question sees the store as it is a moment after an import.
+    # A bulk write leaves preference statements and token sets to the backfills
+    # (docs/retrieval.md): run them now, so every question sees the store as it is a
+    # moment after an import.
     backfill_statements(mem.db, pause=0.0)
+    matcher = matcher_for(mem.embedder)  # and the word pieces (token match), likewise
+    if matcher is not None:
+        backfill_token_sets(mem.db, matcher, pause=0.0)
     return turns
 
 
@@ -339,6 +346,7 @@ def summarize(
         "temporal": not args.no_temporal,
         "preferences": not args.no_preferences,
         "neighbors": not args.no_neighbors,
+        "token_match": args.token_match_config or not args.no_token_match,
         "conversations": args.conversations or "all",
     }
     return result
@@ -452,6 +460,16 @@ def main() -> None:
         help='NeighborConfig fields as JSON, e.g. {"weight": 0.3}',
     )
     parser.add_argument(
+        "--no-token-match",
+        action="store_true",
+        help="search(token_match=False) and no token match in build_context",
+    )
+    parser.add_argument(
+        "--token-match-config",
+        default=None,
+        help='TokenMatchConfig fields as JSON, e.g. {"weight": 0.3}',
+    )
+    parser.add_argument(
         "--preference-config",
         default="",
         help='PreferenceConfig fields as JSON, e.g. {"limit": 20}',
@@ -481,6 +499,15 @@ def main() -> None:
         if args.no_neighbors:
             fields["weight"] = 0.0  # build_context too
         neighbors.DEFAULT_NEIGHBOR_CONFIG = neighbors.NeighborConfig(**fields)
+    if args.token_match_config or args.no_token_match:
+        import json
+
+        from mindfile.retrieve import token_match
+
+        fields = json.loads(args.token_match_config or "{}")
+        if args.no_token_match:
+            fields["weight"] = 0.0  # build_context too
+        token_match.DEFAULT_TOKEN_MATCH_CONFIG = token_match.TokenMatchConfig(**fields)
     if args.preference_config:
         import json
 

@@ -25,6 +25,9 @@ need = [
     "mindfile/storage/postgres/migrations/0001_core.sql",
     "mindfile/embed/models/minilm-l6-static-256/model.safetensors",
     "mindfile/embed/models/minilm-l6-static-256/tokenizer.json",
+    "mindfile/embed/models/minilm-l6-static-256/neighbours-ids.npy",
+    "mindfile/embed/models/minilm-l6-static-256/neighbours-sims.npy",
+    "mindfile/embed/models/minilm-l6-static-256/neighbours.json",
     "mindfile/data/sample_conversation.json",
 ]
 missing = [n for n in need if n not in names]

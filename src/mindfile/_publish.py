@@ -43,7 +43,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mindfile._helpers import helper_processes_allowed
 
@@ -82,6 +82,7 @@ def publisher_for(
     publish something (a writable SQLite store file, and a BM25 index or a vector index
     with published generations), else None. While the helper runs, ``lexical`` and
     ``index`` defer their own builds and merges to it (their ``deferred``)."""
+    from mindfile.retrieve.token_match import defer_to as defer_token_sets
     from mindfile.storage.db import Database
     from mindfile.vector.ann import AnnIndex
 
@@ -97,6 +98,7 @@ def publisher_for(
 
     if lexical is not None:
         lexical.deferred = deferred  # type: ignore[method-assign]
+    defer_token_sets(db, deferred)  # token match's word pieces, too
     if isinstance(index, AnnIndex):
         index.deferred = deferred  # type: ignore[method-assign]
         publisher.follow = index.follow
@@ -255,10 +257,23 @@ def _vector_due(index: AnnIndex, high: int, *, final: bool = False) -> bool:
     return bool(lag > max(index.min_delta, int(index.delta_fraction * manifest.count)))
 
 
+def _token_matcher(db: Any) -> Any:
+    """Token match's matcher when the store's embeddings are the bundled model's (whose
+    word pieces it stores: mindfile.retrieve.token_match), else None."""
+    from mindfile.embed.static import DEFAULT_MODEL_ID, StaticEmbedder
+    from mindfile.retrieve.token_match import matcher_for
+    from mindfile.storage.meta import MODEL_KEY, SqliteMetaStore
+
+    if SqliteMetaStore(db).get(MODEL_KEY) != DEFAULT_MODEL_ID:
+        return None
+    return matcher_for(StaticEmbedder(worker=False))
+
+
 def serve(path: str, vector_index: str | None) -> int:
     """The helper's loop: publish, wait for more chunks, stop when idle or told to."""
     from mindfile.retrieve.lexical import Bm25Index
     from mindfile.retrieve.preferences import backfill
+    from mindfile.retrieve.token_match import backfill as backfill_token_sets
     from mindfile.storage.db import Database
     from mindfile.storage.index_source import index_source
     from mindfile.storage.meta import DIMS_KEY, SqliteMetaStore
@@ -271,6 +286,7 @@ def serve(path: str, vector_index: str | None) -> int:
         source = index_source(db)
         lexical = Bm25Index(db)
         dims = SqliteMetaStore(db).get(DIMS_KEY)
+        matcher = _token_matcher(db)
         if vector_index is not None and dims is not None:
             made = make_index(vector_index, db, int(dims))
             index = made if isinstance(made, AnnIndex) else None
@@ -289,6 +305,10 @@ def serve(path: str, vector_index: str | None) -> int:
                     index.merge(blocking=False)
                 if not _parent_gone():
                     backfill(db, pause=0.0)  # classify the new chunks (preference recall)
+                if matcher is not None and not _parent_gone():
+                    # their word pieces (token match), a page at a time: publishing
+                    # comes first while the ingest runs; the rest once it pauses
+                    backfill_token_sets(db, matcher, pause=0.0, pages=1)
                 continue
             quiet = time.monotonic() - quiet_since
             if not settled and quiet >= POLL_SECONDS:
@@ -296,6 +316,8 @@ def serve(path: str, vector_index: str | None) -> int:
                 # so searches after the ingest find nearly everything published.
                 settled = True
                 lexical.publish()
+                if matcher is not None:  # the word pieces of the last chunks
+                    backfill_token_sets(db, matcher, pause=0.0)
                 if index is not None and _vector_due(index, high, final=True):
                     # Wait for the build lock: a searching process may hold it for a
                     # moment (it removes old generations), and this is the last chance.

@@ -173,6 +173,7 @@ class AsyncMindfile:
         temporal: bool = ...,
         preferences: bool = ...,
         neighbors: bool = ...,
+        token_match: bool = ...,
     ) -> SearchResults: ...
     async def search_notes(
         self,

@@ -39,6 +39,10 @@ from mindfile.retrieve.search import (
     SearchResults,
     run_search,
 )
+from mindfile.retrieve.token_match import backfill as backfill_token_sets
+from mindfile.retrieve.token_match import deferred as token_sets_deferred
+from mindfile.retrieve.token_match import matcher_for
+from mindfile.retrieve.token_match import stop as stop_token_sets
 from mindfile.storage.backend import (
     AnyDatabase,
     check_postgres_options,
@@ -315,6 +319,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         """Release the database connection and the in-memory index."""
         if not self.db.closed:
             self._follower.close(timeout=0.0 if self.db.held_by_me() else 30.0)
+            stop_token_sets(self.db, timeout=0.0 if self.db.held_by_me() else 30.0)
             if self._publisher is not None:
                 self._publisher.close()
             if not self.read_only:
@@ -491,6 +496,9 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             self.lexical.warm()
         if not self.read_only:  # the chunks written unclassified (preference recall)
             backfill_statements(self.db)
+            matcher = matcher_for(self.embedder)
+            if matcher is not None and not token_sets_deferred(self.db):
+                backfill_token_sets(self.db, matcher)  # and their word pieces (token match)
 
     def recall(
         self, session_id: str, limit: int | None = None, *, user_id: str | None = None
@@ -644,6 +652,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         temporal: bool = True,
         preferences: bool = True,
         neighbors: bool = True,
+        token_match: bool = True,
     ) -> SearchResults:
         """Search chunks by vector similarity, BM25, or both fused.
 
@@ -691,6 +700,12 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         of a strong match in the same conversation gets half of that match's score added
         (the answer often follows the turn that repeats the question's words);
         ``hit.breakdown.neighbors`` is the lift. ``neighbors=False`` turns it off.
+
+        Token match (docs/retrieval.md), in hybrid mode with the bundled model: the best
+        100 candidates are reranked by how closely each word of the query matches some
+        word of the memory in the model's token space ("peace" finds "a peaceful
+        spot", "family" finds "my mother"); ``hit.breakdown.token_match`` is the lift.
+        ``token_match=False`` turns it off.
         """
         self.check_model()
         req = SearchRequest.build(
@@ -714,6 +729,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             temporal=temporal,
             preferences=preferences,
             neighbors=neighbors,
+            token_match=token_match,
         )
         return run_search(self.db, self.index, self.embedder, req, self.lexical)
 

@@ -83,6 +83,11 @@ class ScoreBreakdown(_ToDict):
     within two turns of a strong match climbs; docs/retrieval.md "Neighbour
     smoothing"): None when turned off (``search(neighbors=False)``) or in a single-leg
     mode, else the lift included in ``fused``.
+
+    ``token_match`` is what the hit's closest word pieces added (the best candidates
+    reranked in the bundled model's token space, docs/retrieval.md "Token match"): None
+    when it did not run (``search(token_match=False)``, a single-leg mode, RRF fusion,
+    an embedder that does not recommend it), else the lift included in ``fused``.
     """
 
     vector: float | None
@@ -95,6 +100,7 @@ class ScoreBreakdown(_ToDict):
     time: float | None = None
     preference: float | None = None
     neighbors: float | None = None
+    token_match: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

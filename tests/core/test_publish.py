@@ -278,3 +278,28 @@ def test_backlog_searches_never_rank_a_chunk_twice_while_the_index_catches_up(
             sys.setswitchinterval(old)
         assert not errors, errors
         assert "memory+fts5" in backends
+
+
+@pytest.mark.skipif(not _publish.publisher_allowed(), reason="helper processes are off here")
+def test_the_helper_stores_the_word_pieces_of_a_bulk_ingest(tmp_path: Path) -> None:
+    """With the bundled model, the helper also fills chunks.token_set (token match), and
+    the ingesting process leaves that to it while it runs."""
+    from mindfile.retrieve import token_match
+
+    path = tmp_path / "tok.db"
+    mem = mindfile.open(path, vector_index="exact")
+    assert mem._publisher is not None
+    mem._publisher._start_after = 500
+    for start in range(0, 3000, 500):
+        mem.store_many(_events(start, 500))
+    assert mem._publisher.started == 1
+    assert token_match.deferred(mem.db) == mem._publisher.running
+    assert mem._publisher.wait(60)
+    assert not token_match.deferred(mem.db)
+    rows = mem.db.query("SELECT chunk_text, token_set FROM chunks")
+    matcher = token_match.matcher_for(mem.embedder)
+    assert matcher is not None and rows
+    for text, blob in rows:
+        assert blob is not None, "a chunk the helper left without its word pieces"
+        assert bytes(blob) == matcher.token_sets([text])[0].astype("<u2").tobytes()
+    mem.close()

@@ -51,6 +51,7 @@ def test_a_temporal_query_ranks_the_in_window_memory_first(hikes: mindfile.Mindf
                 + hits.weights[1] * top.fts_norm
                 + top.time
                 + (top.neighbors or 0.0)
+                + (top.token_match or 0.0)
             )
         off = hikes.search(
             "where did I go hiking with my sister in May?", as_of=AS_OF, temporal=False

@@ -50,6 +50,7 @@ from mindfile.index.chunking import normalize_text
 from mindfile.index.pipeline import check_id, check_time
 from mindfile.memory.summary import read_summary_state
 from mindfile.retrieve.search import DEFAULT_CANDIDATES
+from mindfile.retrieve.token_match import matcher_for
 from mindfile.tokens import TokenCounter, estimate_tokens, message_tokens
 from mindfile.types import MemoryRecord
 
@@ -258,6 +259,7 @@ def _rank_memories(
         fusion_calibration=fusion_calibration(engine.embedder),
         hybrid_floor=cfg.hybrid_floor,
         as_of=as_of,
+        token_matcher=matcher_for(engine.embedder) if cfg.token_match else None,
     )
     return rerank(
         candidates,

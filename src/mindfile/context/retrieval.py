@@ -53,6 +53,7 @@ from mindfile.retrieve.neighbors import apply_neighbors
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.search import DEFAULT_CANDIDATES
 from mindfile.retrieve.temporal import apply_time, time_query
+from mindfile.retrieve.token_match import TokenMatcher, apply_token_match
 from mindfile.storage.backend import AnyDatabase, meta_store, recall_store
 from mindfile.storage.recall import RecallStore, Scope
 from mindfile.vector.base import VectorIndex
@@ -116,6 +117,7 @@ def gather_candidates(
     fusion_calibration: tuple[float, float] | None = None,
     hybrid_floor: float = -1.0,
     as_of: datetime | None = None,
+    token_matcher: TokenMatcher | None = None,
 ) -> list[Candidate]:
     """Candidates from every leg, one per chunk, with the legs that found it.
 
@@ -126,7 +128,9 @@ def gather_candidates(
     BM25 match whose cosine is below ``hybrid_floor`` (nearest is not near); the fusion is
     ``search``'s default, calibrated with ``fusion_calibration`` (None: min-max). With
     ``as_of``, time expressions in the query boost the hybrid leg's fused scores as in
-    ``search`` (:mod:`mindfile.retrieve.temporal`).
+    ``search`` (:mod:`mindfile.retrieve.temporal`). With ``token_matcher`` (the
+    embedder's, :func:`~mindfile.retrieve.token_match.matcher_for`), the hybrid leg's
+    best candidates are reranked by token match as in ``search``.
     """
     legs: dict[int, set[Leg]] = {}
     scores: dict[int, float] = {}
@@ -160,6 +164,8 @@ def gather_candidates(
         if not vector_leg:  # no query vector: BM25 alone, as search degrades
             fused = weighted_fusion([], found.lexical, 0.0, 1.0, norms=norms)
         apply_neighbors(db, fused)  # as search does (mindfile.retrieve.neighbors)
+        if token_matcher is not None and vector_leg:  # and token match, in hybrid mode
+            apply_token_match(db, fused, token_matcher, query)
         tq = None if as_of is None else time_query(query, as_of)
         if tq is not None:
             apply_time(db, fused, tq)

@@ -95,6 +95,8 @@ class ContextConfig:
       with the embedder's weights), as many as the budget could hold, and rank every
       memory on that fused relevance instead of the raw cosine (True; False = the seed's
       cosine ranking).
+    - ``token_match``: rerank that hybrid ranking's best candidates by token match, as
+      ``search`` does with the bundled model (True; docs/retrieval.md "Token match").
     - ``include_files``: also recall chunks of synced files (:meth:`mindfile.Mindfile.sync`;
       False). Files belong to the store, not to a user, and have no lookback limit.
     - ``group_by_session``: the memories message groups memories by session, sessions
@@ -119,6 +121,7 @@ class ContextConfig:
     lexical_k: int = 5
     hybrid: bool = True
     hybrid_floor: float = 0.3
+    token_match: bool = True
     include_files: bool = False
     group_by_session: bool = True
 

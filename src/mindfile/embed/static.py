@@ -56,6 +56,10 @@ class StaticEmbedder:
         # Calibrated fusion's absolute scales for this model's cosines (cosine range at
         # least 0.2, BM25 over max(best, 8)): cross-validated on LoCoMo small stores.
         self.fusion_calibration: tuple[float, float] | None = (0.2, 8.0) if path is None else None
+        # Token match (docs/retrieval.md): the bundled model's word-piece vectors rerank
+        # the best fused candidates, with a weight cross-validated on LoCoMo for this
+        # model; other models are not measured, so they do without.
+        self.token_match: bool = path is None
         self._model: Any = None
         self._parts: _Parts | None = None
         self._fast: FastWordPiece | None = None
@@ -115,6 +119,27 @@ class StaticEmbedder:
                         model.embedding = _as_float32(model.embedding)
                     self._model = model
         return self._model
+
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Each text's word-piece ids, as :meth:`embed_documents` pools them."""
+        parts = self._ready()
+        fast = parts.fast
+        if fast is None:
+            raise EmbeddingError(f"{self._model_id} has no word-piece fast path")
+        ids = fast.ids_many(list(texts))
+        slow = [i for i, row in enumerate(ids) if row is None]
+        if slow:
+            for i, other in zip(slow, fast.tokenizer_ids([texts[i] for i in slow]), strict=True):
+                ids[i] = other
+        return [row or [] for row in ids]
+
+    def token_model_dir(self) -> Path:
+        """The model's directory (where its token-neighbour table lives)."""
+        return self._path
+
+    def token_vectors(self) -> npt.NDArray[np.float32]:
+        """The model's token vectors (one row per word-piece id), float32, shared."""
+        return self._ready().matrix
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         if not texts:

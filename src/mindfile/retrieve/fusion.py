@@ -60,6 +60,8 @@ class Fused:
     preference: float | None = None
     #: The neighbour lift included in ``score`` (None: smoothing did not run).
     neighbors: float | None = None
+    #: The token-match lift included in ``score`` (None: token match did not run).
+    token_match: float | None = None
 
 
 def min_max(scores: Sequence[float]) -> list[float]:

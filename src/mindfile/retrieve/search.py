@@ -28,10 +28,17 @@ from mindfile.retrieve.fusion import (
     rrf_fusion,
     weighted_fusion,
 )
-from mindfile.retrieve.neighbors import apply_neighbors, prefetch
+from mindfile.retrieve.neighbors import Around, apply_neighbors, prefetch
 from mindfile.retrieve.preferences import apply_preferences, leg_query, recommendation_intent
-from mindfile.retrieve.retriever import ReadFilter, Retriever
+from mindfile.retrieve.retriever import Hits, ReadFilter, Retriever
 from mindfile.retrieve.temporal import apply_time, describe, time_query
+from mindfile.retrieve.token_match import (
+    Scored,
+    TokenMatcher,
+    apply_token_match,
+    matcher_for,
+    prescore,
+)
 from mindfile.storage.backend import AnyDatabase, search_store
 from mindfile.types import FusionMode, ScoreBreakdown, SearchHit, SearchMode
 from mindfile.vector.base import VectorIndex
@@ -119,6 +126,8 @@ class SearchRequest:
     preferences: bool = True
     #: Lift memories next to strong matches in their conversation (neighbour smoothing).
     neighbors: bool = True
+    #: Rerank the best candidates by their closest word pieces (token match).
+    token_match: bool = True
 
     @classmethod
     def build(
@@ -144,6 +153,7 @@ class SearchRequest:
         temporal: Any = True,
         preferences: Any = True,
         neighbors: Any = True,
+        token_match: Any = True,
     ) -> SearchRequest:
         if source not in SOURCES:
             raise InvalidInputError(f"source must be one of {SOURCES}, not {source!r}")
@@ -171,6 +181,8 @@ class SearchRequest:
             raise InvalidInputError("preferences must be True or False")
         if not isinstance(neighbors, bool):
             raise InvalidInputError("neighbors must be True or False")
+        if not isinstance(token_match, bool):
+            raise InvalidInputError("token_match must be True or False")
         return cls(
             query=query,
             session_ids=_sessions(session_id),
@@ -190,6 +202,7 @@ class SearchRequest:
             temporal=temporal,
             preferences=preferences,
             neighbors=neighbors,
+            token_match=token_match,
         )
 
 
@@ -273,13 +286,14 @@ def run_search(
             if req.mode == "vector":
                 raise
             mode, degraded = "fts", f"vector search unavailable: {exc.message}"
+    matcher = matcher_for(embedder) if req.token_match and req.fusion != "rrf" else None
     legs = Retriever(db, index, lexical).legs(
         leg_query(req.query, "bm25") if intent else req.query,
         query_vec,
         flt,
         vector_k=pool if mode in ("vector", "hybrid") else 0,
         lexical_k=pool if mode in ("fts", "hybrid") else 0,
-        then=partial(prefetch, db) if req.neighbors and mode == "hybrid" else None,
+        then=partial(_side_work, db, req, matcher) if mode == "hybrid" else None,
     )
     vector_hits, fts_hits = legs.vector, legs.lexical
     head_v, head_f = vector_hits[:depth], fts_hits[:depth]
@@ -295,7 +309,11 @@ def run_search(
     # Vectors missing (embedder down, jobs pending): see mindfile.retrieve.degraded.
     fused, degraded = degrade(db, fused, head_f, req, mode=mode, degraded=degraded)
     if req.neighbors and mode == "hybrid":  # neighbour smoothing (retrieve/neighbors.py)
-        apply_neighbors(db, fused, known=legs.then)
+        apply_neighbors(db, fused, known=legs.then.around if legs.then else None)
+    if matcher is not None and mode == "hybrid":  # token match (retrieve/token_match.py)
+        apply_token_match(
+            db, fused, matcher, req.query, known=legs.then.scores if legs.then else None
+        )
     tq = time_query(req.query, req.as_of or datetime.now(UTC)) if req.temporal else None
     if tq is not None:  # before the tail: only the fused candidates are boosted
         apply_time(db, fused, tq)
@@ -314,6 +332,24 @@ def run_search(
     add_tail(fused, vector_hits[depth:], fts_hits[depth:], start=depth + 1)
     return SearchResults(
         _hits(db, fused, req), mode=mode, degraded=degraded, weights=weights, time=describe(tq)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _SideWork:
+    """What the side thread read after the BM25 leg: the turns around its best hits
+    (neighbour smoothing) and their token-match scores."""
+
+    around: Around | None
+    scores: Scored | None
+
+
+def _side_work(
+    db: AnyDatabase, req: SearchRequest, matcher: TokenMatcher | None, hits: Hits
+) -> _SideWork:
+    return _SideWork(
+        prefetch(db, hits) if req.neighbors else None,
+        prescore(db, matcher, req.query, hits) if matcher is not None else None,
     )
 
 
@@ -415,6 +451,7 @@ def _hits(db: AnyDatabase, fused: dict[int, Fused], req: SearchRequest) -> list[
                     time=f.time,
                     preference=f.preference,
                     neighbors=f.neighbors,
+                    token_match=f.token_match,
                 ),
                 occurred_at=str(occurred),
             )

@@ -87,6 +87,22 @@ class SearchStore(Protocol):
         rows already classified, or deleted, are left alone)."""
         ...
 
+    def token_sets(self, rowids: Sequence[int]) -> list[tuple[int, bytes | None, str | None]]:
+        """``(rowid, token_set, chunk_text)`` of those chunks that exist: the stored set
+        of word pieces (migration 0016), or None and the text to tokenise when it has
+        none yet (token match)."""
+        ...
+
+    def untokenized_after(self, rowid: int, limit: int) -> list[tuple[int, str]]:
+        """``(rowid, chunk_text)`` of the first ``limit`` chunks above ``rowid`` without
+        a token set, by rowid (the backfill's page)."""
+        ...
+
+    def store_token_sets(self, sets: Sequence[tuple[int, bytes]]) -> None:
+        """Store ``(rowid, token_set)`` for those chunks that have none yet, in one short
+        write transaction (rows that have one, or were deleted, are left alone)."""
+        ...
+
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
         """Rowids of the chunks matching a read filter's SQL condition (``" AND ..."``
         on ``chunks AS c``)."""
@@ -201,6 +217,19 @@ WHERE id IN (SELECT value FROM json_each(?2)) AND user_statement IS NULL
 
 ROWIDS_WHERE = "SELECT c.id FROM chunks AS c WHERE 1{condition}"
 
+# The text only for the chunks without a set (to tokenise them in the search).
+TOKEN_SETS = """
+SELECT id, token_set, CASE WHEN token_set IS NULL THEN chunk_text END FROM chunks
+WHERE id IN (SELECT value FROM json_each(?))
+"""
+
+# Uses the partial index of migration 0016: no scan of the chunks.
+UNTOKENIZED_AFTER = """
+SELECT id, chunk_text FROM chunks WHERE token_set IS NULL AND id > ? ORDER BY id LIMIT ?
+"""
+
+STORE_TOKEN_SET = "UPDATE chunks SET token_set = ? WHERE id = ? AND token_set IS NULL"
+
 
 @dataclass(frozen=True, slots=True)
 class SearchSql:
@@ -222,6 +251,9 @@ class SearchSql:
     unclassify_all: str
     classify: str
     rowids_where: str
+    token_sets: str
+    untokenized_after: str
+    store_token_set: str
     #: Taken first in :meth:`SqlSearchStore.reset_statements` (Postgres: one resetter
     #: at a time), or None.
     reset_lock: str | None = None
@@ -302,6 +334,25 @@ class SqlSearchStore:
         with self.db.atomic():
             self.db.execute(self.SQL.classify, (yes, self._ids([r for r, _ in flags])))
 
+    def token_sets(self, rowids: Sequence[int]) -> list[tuple[int, bytes | None, str | None]]:
+        if not rowids:
+            return []
+        rows = self.db.query(self.SQL.token_sets, (self._ids(rowids),))
+        return [
+            (int(r), None if blob is None else bytes(blob), None if text is None else str(text))
+            for r, blob, text in rows
+        ]
+
+    def untokenized_after(self, rowid: int, limit: int) -> list[tuple[int, str]]:
+        rows = self.db.query(self.SQL.untokenized_after, (rowid, limit))
+        return [(int(r), str(text)) for r, text in rows]
+
+    def store_token_sets(self, sets: Sequence[tuple[int, bytes]]) -> None:
+        if not sets:
+            return
+        with self.db.atomic():
+            self.db.executemany(self.SQL.store_token_set, [(blob, int(r)) for r, blob in sets])
+
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
         rows = self.db.query(self.SQL.rowids_where.format(condition=condition), list(params))
         return [int(r[0]) for r in rows]
@@ -339,6 +390,9 @@ class SqliteSearchStore(SqlSearchStore):
         unclassify_all=UNCLASSIFY_ALL,
         classify=CLASSIFY,
         rowids_where=ROWIDS_WHERE,
+        token_sets=TOKEN_SETS,
+        untokenized_after=UNTOKENIZED_AFTER,
+        store_token_set=STORE_TOKEN_SET,
     )
     db: Database
 

@@ -97,6 +97,19 @@ WHERE id = ANY(%s::bigint[]) AND user_statement IS NULL
 
 ROWIDS_WHERE = "SELECT c.id FROM chunks AS c WHERE true{condition}"
 
+TOKEN_SETS = """
+SELECT id, token_set, CASE WHEN token_set IS NULL THEN chunk_text END FROM chunks
+WHERE id = ANY(%s::bigint[])
+"""
+
+# Uses the partial index of migration 0010: no scan of the chunks.
+UNTOKENIZED_AFTER = """
+SELECT id, chunk_text FROM chunks WHERE token_set IS NULL AND id > %s ORDER BY id LIMIT %s
+"""
+
+# No writer lock: the column is not one the derived indexes read (0008).
+STORE_TOKEN_SET = "UPDATE chunks SET token_set = %s WHERE id = %s AND token_set IS NULL"
+
 HIT_ROWS = """
 SELECT id, chunk_id, session_id, chunk_text, sequence_start, sequence_end, metadata_json,
        coalesce(occurred_at, created_at)
@@ -151,6 +164,9 @@ class PgSearchStore(SqlSearchStore):
         unclassify_all=UNCLASSIFY_ALL,
         classify=CLASSIFY,
         rowids_where=ROWIDS_WHERE,
+        token_sets=TOKEN_SETS,
+        untokenized_after=UNTOKENIZED_AFTER,
+        store_token_set=STORE_TOKEN_SET,
         reset_lock=RESET_LOCK,
     )
     db: PgDatabase
