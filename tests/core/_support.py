@@ -1,11 +1,17 @@
-"""Helpers for the core tests: row counts, test embedders and a brute-force KNN oracle."""
+"""Helpers for the core tests: row counts, test embedders, a brute-force KNN oracle,
+and many threads at once."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import sys
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 from backends import is_postgres, raw
 
 import mindfile
@@ -161,3 +167,54 @@ class CountingEmbedder:
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
         return self._inner.embed_query(text)
+
+
+def in_threads(work: Callable[[], None], threads: int, *, timeout: float = 120.0) -> None:
+    """Run ``work`` in ``threads`` threads at once, switching as often as the interpreter
+    can (``sys.setswitchinterval(1e-6)``); fail on a thread that hangs or on the first
+    error one of them raised."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    started = [threading.Thread(target=run, daemon=True) for _ in range(threads)]
+    try:
+        for t in started:
+            t.start()
+        for t in started:
+            t.join(timeout)
+    finally:
+        sys.setswitchinterval(old)
+    assert not any(t.is_alive() for t in started), "a thread hangs"
+    if errors:
+        raise errors[0]
+
+
+def count_side_thread_legs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make every search run its BM25 leg on the side thread (no size threshold, even
+    with other searches in flight, so that threads race for it); the returned list's
+    one number counts the legs it ran (mindfile/retrieve/overlap.py)."""
+    from mindfile.retrieve import retriever
+    from mindfile.retrieve.overlap import SideThread
+
+    monkeypatch.setattr(retriever, "OVERLAP_MIN_DOCS", 0)
+    monkeypatch.setattr(retriever, "alone", lambda: True)
+    monkeypatch.setattr("mindfile.retrieve.overlap.overlap_allowed", lambda: True)
+    monkeypatch.setattr(retriever, "overlap_allowed", lambda: True)
+    started = [0]
+    original = SideThread.try_start
+
+    def counting(self: SideThread, fn: Callable[[], Any]) -> Future[Any] | None:
+        future: Future[Any] | None = original(self, fn)
+        if future is not None:
+            started[0] += 1
+        return future
+
+    monkeypatch.setattr(SideThread, "try_start", counting)
+    return started

@@ -4,16 +4,16 @@
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Future
 
 import pytest
 
 import mindfile
 from mindfile.retrieve import retriever
 from mindfile.retrieve.overlap import SideThread, alone, overlap_allowed, searching, side_thread
+
+from ._support import count_side_thread_legs, in_threads
 
 WORDS = [
     "hike",
@@ -113,23 +113,8 @@ def test_overlap_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Every search overlaps (no size threshold, even with other searches in flight, to
-    make threads race for the side thread); counts the legs run on it."""
-    monkeypatch.setattr(retriever, "OVERLAP_MIN_DOCS", 0)
-    monkeypatch.setattr(retriever, "alone", lambda: True)
-    monkeypatch.setattr("mindfile.retrieve.overlap.overlap_allowed", lambda: True)
-    monkeypatch.setattr(retriever, "overlap_allowed", lambda: True)
-    started = [0]
-    original = SideThread.try_start
-
-    def counting(self: SideThread, fn):  # type: ignore[no-untyped-def]
-        future: Future[object] | None = original(self, fn)
-        if future is not None:
-            started[0] += 1
-        return future
-
-    monkeypatch.setattr(SideThread, "try_start", counting)
-    yield started
+    """Every search overlaps; counts the legs run on the side thread."""
+    yield count_side_thread_legs(monkeypatch)
 
 
 def _filled(location: str) -> mindfile.Mindfile:
@@ -161,26 +146,10 @@ def test_results_equal_the_legs_in_turn_across_many_threads(
     assert _answers(mem, queries) == in_turn
     assert counted[0] == len(queries)  # one thread: the side thread is always free
 
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    errors: list[BaseException] = []
-
     def worker() -> None:
-        try:
-            assert _answers(mem, queries) == in_turn
-        except BaseException as exc:  # reported below
-            errors.append(exc)
+        assert _answers(mem, queries) == in_turn
 
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(6)]
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-    finally:
-        sys.setswitchinterval(old)
-    assert not any(t.is_alive() for t in threads), "a search thread hangs"
-    assert not errors, errors[0]
+    in_threads(worker, 6)
     assert counted[0] > len(queries)  # some of the threads' legs ran on the side thread
     mem.close()
 

@@ -4,10 +4,7 @@ bundled model's neighbour table; token sets stored off the write path."""
 
 from __future__ import annotations
 
-import sys
-import threading
 from collections.abc import Iterator
-from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +15,6 @@ import mindfile
 from mindfile.embed import StaticEmbedder
 from mindfile.errors import InvalidInputError
 from mindfile.retrieve import retriever, token_match
-from mindfile.retrieve.overlap import SideThread
 from mindfile.retrieve.token_match import (
     TokenMatchConfig,
     apply_token_match,
@@ -27,6 +23,8 @@ from mindfile.retrieve.token_match import (
     neighbour_table,
 )
 from mindfile.storage.backend import search_store
+
+from ._support import count_side_thread_legs, in_threads
 
 MEMORIES = [
     ("park", 1, "I love going to this park near my house, it's a peaceful spot for yoga."),
@@ -237,20 +235,7 @@ def test_the_search_store_keeps_sets_on_both_backends(any_mem: mindfile.Mindfile
 def overlapping(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     """Every search runs its BM25 leg (and the token-match prescoring) on the side
     thread; counts how often."""
-    monkeypatch.setattr(retriever, "OVERLAP_MIN_DOCS", 0)
-    monkeypatch.setattr(retriever, "alone", lambda: True)
-    monkeypatch.setattr(retriever, "overlap_allowed", lambda: True)
-    started = [0]
-    original = SideThread.try_start
-
-    def counting(self: SideThread, fn):  # type: ignore[no-untyped-def]
-        future: Future[object] | None = original(self, fn)
-        if future is not None:
-            started[0] += 1
-        return future
-
-    monkeypatch.setattr(SideThread, "try_start", counting)
-    yield started
+    yield count_side_thread_legs(monkeypatch)
 
 
 def test_results_equal_across_threads_while_the_backfill_runs(
@@ -284,27 +269,12 @@ def test_results_equal_across_threads_while_the_backfill_runs(
         assert overlapping[0] == 0
         monkeypatch.setattr(retriever, "overlap_allowed", lambda: True)
         mem.db.execute("UPDATE chunks SET token_set = NULL")  # the backfill runs again
-        old = sys.getswitchinterval()
-        sys.setswitchinterval(1e-6)
-        errors: list[BaseException] = []
 
         def worker() -> None:
-            try:
-                got = [[(h.chunk_id, h.score) for h in mem.search(q, top_k=8)] for q in queries]
-                assert got == in_turn
-            except BaseException as exc:  # reported below
-                errors.append(exc)
+            got = [[(h.chunk_id, h.score) for h in mem.search(q, top_k=8)] for q in queries]
+            assert got == in_turn
 
-        threads = [threading.Thread(target=worker, daemon=True) for _ in range(4)]
-        try:
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(180)
-        finally:
-            sys.setswitchinterval(old)
-        assert not any(t.is_alive() for t in threads), "a search thread hangs"
-        assert not errors, errors[0]
+        in_threads(worker, 4, timeout=180)
         assert overlapping[0] > 0
 
 
