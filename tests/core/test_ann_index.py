@@ -468,3 +468,55 @@ def test_oracle_histories_with_a_delta_that_is_not_always_merged(
     run_state_machine_as_test(
         machine, settings=settings(max_examples=15, stateful_step_count=20, deadline=None)
     )
+
+
+def test_filters_longer_than_the_index_takes_in_one_query(ann: str, db_path: Path) -> None:
+    """zvec's filter takes at most 20,000 values in an IN list: a preference question
+    at 1M chunks allowed ~300k statements and raised zvec's ValueError from search.
+    Long lists of allowed rowids, sessions or excluded rowids still filter exactly."""
+    with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=ann) as mem:
+        fill(mem, 60)
+        rows = [int(r[0]) for r in mem.db.query("SELECT chunk_rowid FROM chunks_vec")]
+        allowed = sorted(rows[::2])
+        # real rowids among 30,000 that do not exist (any filter may name gone chunks)
+        long_rowids = sorted(set(allowed) | set(range(10**6, 10**6 + 30_000)))
+        where = VectorFilter(rowids=np.asarray(long_rowids, dtype=np.int64))
+        for seed in range(3):
+            query = unit(seed)
+            got = mem.index.search(query, 10, where=where)
+            want = [h for h in oracle(mem, query, 10**9) if h[0] in set(allowed)]
+            assert_same_ranking(got, want, 10)
+        # a fraction of the store allowed, as large as the index's list limit
+        many = VectorFilter(rowids=np.asarray(rows, dtype=np.int64))
+        got = mem.index.search(unit(9), 10, where=many)
+        assert_same_ranking(got, oracle(mem, unit(9), 10**9), 10)
+        sessions = ["b", "c", *(f"other-{i}" for i in range(25_000))]
+        check(mem, unit(11), 5, sessions=sessions)
+
+
+def test_every_way_around_zvecs_list_limit_filters_exactly(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the limit at 7 values: allowed rowids split into queries, or (a quarter of
+    the base and more) filtered after one wider query; sessions split; a long exclusion
+    applied afterwards."""
+    from mindfile.vector import zvec_index
+
+    monkeypatch.setattr(zvec_index, "IN_MAX", 7)
+    with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index="zvec") as mem:
+        fill(mem, 60)
+        rows = sorted(int(r[0]) for r in mem.db.query("SELECT chunk_rowid FROM chunks_vec"))
+        for allowed in (rows[::6], rows[::2], rows[:-1]):  # 10 of 60; 30; 59
+            where = VectorFilter(rowids=np.asarray(allowed, dtype=np.int64))
+            for seed in range(3):
+                got = mem.index.search(unit(seed), 5, where=where)
+                want = [h for h in oracle(mem, unit(seed), 10**9) if h[0] in set(allowed)]
+                assert_same_ranking(got, want, 5)
+        check(mem, unit(4), 5, sessions=["b", "c", *(f"x{i}" for i in range(20))])
+        reader = index(mem)._reader
+        assert reader is not None
+        gone = rows[:20]
+        found = reader.candidates(unit(5), 10, session_keys=None, rowids=None, exclude=gone)
+        assert found and not set(found) & set(gone) and len(found) <= 10
+        best = [h[0] for h in oracle(mem, unit(5), 10**9) if h[0] not in set(gone)][:10]
+        assert set(found) == set(best)  # zvec's search is exact at this size

@@ -37,6 +37,13 @@ EF_CONSTRUCTION = 200
 #: recall@10 was 0.93 with 300 and 0.98 with 1,000 (+0.9 ms; benchmarks/README.md).
 EF_SEARCH = 300
 MAX_EF = 2048
+#: The most values zvec takes in one ``IN`` list of a filter (longer ones raise
+#: ValueError: "In rel expr only support list size no more than 20000").
+IN_MAX = 20_000
+#: A rowid filter allowing at least this share of the base is applied after an
+#: unfiltered search over-fetching by its inverse (one query instead of one per
+#: ``IN_MAX`` rowids); the filtered queries remain the fallback.
+WIDE_SHARE = 0.25
 #: zvec's largest write batch.
 WRITE_BATCH = 1024
 
@@ -78,6 +85,38 @@ class _ZvecReader(BaseReader):
         rowids: Sequence[int] | None,
         exclude: Sequence[int],
     ) -> list[int]:
+        # Lists longer than zvec takes: a long exclusion is applied afterwards (over-
+        # fetching by its length); long allowed lists are split into several queries,
+        # whose union holds the best k of the whole list.
+        if len(exclude) > IN_MAX:
+            drop = set(exclude)
+            wider = self.candidates(
+                query, k + len(drop), session_keys=session_keys, rowids=rowids, exclude=()
+            )
+            return [i for i in wider if i not in drop][:k]
+        if session_keys is not None and len(session_keys) > IN_MAX:
+            return _union(
+                self.candidates(query, k, session_keys=part, rowids=rowids, exclude=exclude)
+                for part in _parts(session_keys)
+            )
+        if rowids is not None and len(rowids) > IN_MAX:
+            allowed = set(rowids)
+            share = len(allowed) / max(self.manifest.count, 1)
+            if share >= WIDE_SHARE:
+                wide = min(int(2 * k / share) + k, max(self.manifest.count, k))
+                found = [
+                    i
+                    for i in self.candidates(
+                        query, wide, session_keys=session_keys, rowids=None, exclude=exclude
+                    )
+                    if i in allowed
+                ]
+                if len(found) >= k:
+                    return found[:k]
+            return _union(
+                self.candidates(query, k, session_keys=session_keys, rowids=part, exclude=exclude)
+                for part in _parts(sorted(allowed))
+            )
         zvec = self._zvec
         if k > MAX_EF:  # beyond HNSW's list size: zvec's exact linear scan
             param = zvec.HnswQueryParam(is_linear=True)
@@ -100,6 +139,18 @@ class _ZvecReader(BaseReader):
 
     def _close(self) -> None:
         self._coll.close()
+
+
+def _parts(values: Sequence[int]) -> Iterator[Sequence[int]]:
+    """``values`` in slices zvec takes in one ``IN`` list."""
+    for start in range(0, len(values), IN_MAX):
+        yield values[start : start + IN_MAX]
+
+
+def _union(lists: Iterator[list[int]]) -> list[int]:
+    """Every id of ``lists``, once, in order of first appearance (the caller rescores
+    them and keeps the best)."""
+    return list(dict.fromkeys(i for ids in lists for i in ids))
 
 
 class ZvecBackend(AnnBackend):
