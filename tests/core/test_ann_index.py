@@ -497,16 +497,17 @@ def test_filters_longer_than_the_index_takes_in_one_query(ann: str, db_path: Pat
 def test_every_way_around_zvecs_list_limit_filters_exactly(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With the limit at 7 values: allowed rowids split into queries, or (a quarter of
-    the base and more) filtered after one wider query; sessions split; a long exclusion
-    applied afterwards."""
+    """With the limit at 7 values: allowed rowids split into queries, or (from
+    ``WIDE_SHARE`` of the base) filtered after one wider query; sessions split; a long
+    exclusion applied afterwards."""
     from mindfile.vector import zvec_index
 
     monkeypatch.setattr(zvec_index, "IN_MAX", 7)
     with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index="zvec") as mem:
-        fill(mem, 60)
+        fill(mem, 200)
         rows = sorted(int(r[0]) for r in mem.db.query("SELECT chunk_rowid FROM chunks_vec"))
-        for allowed in (rows[::6], rows[::2], rows[:-1]):  # 10 of 60; 30; 59
+        assert len(rows[::25]) / len(rows) < zvec_index.WIDE_SHARE <= len(rows[::6]) / len(rows)
+        for allowed in (rows[::25], rows[::6], rows[:-1]):  # 8 of 200 (split); 34; 199
             where = VectorFilter(rowids=np.asarray(allowed, dtype=np.int64))
             for seed in range(3):
                 got = mem.index.search(unit(seed), 5, where=where)
