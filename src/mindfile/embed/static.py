@@ -126,12 +126,7 @@ class StaticEmbedder:
         fast = parts.fast
         if fast is None:
             raise EmbeddingError(f"{self._model_id} has no word-piece fast path")
-        ids = fast.ids_many(list(texts))
-        slow = [i for i, row in enumerate(ids) if row is None]
-        if slow:
-            for i, other in zip(slow, fast.tokenizer_ids([texts[i] for i in slow]), strict=True):
-                ids[i] = other
-        return [row or [] for row in ids]
+        return _word_pieces(fast, list(texts))
 
     def token_model_dir(self) -> Path:
         """The model's directory (where its token-neighbour table lives)."""
@@ -162,11 +157,7 @@ class StaticEmbedder:
         fast = parts.fast
         if fast is None:
             return np.asarray(self._load_model().encode(texts, show_progress_bar=False))
-        ids = fast.ids_many(texts)
-        slow = [i for i, row in enumerate(ids) if row is None]
-        if slow:  # the real tokenizer's ids for the others, pooled below just the same
-            for i, other in zip(slow, fast.tokenizer_ids([texts[i] for i in slow]), strict=True):
-                ids[i] = other
+        ids = _word_pieces(fast, texts)
         out = np.zeros((len(texts), self._dims), dtype=np.float32)
         # model2vec's pooling (StaticModel._encode_batch): texts of one token count
         # together, mean of their token vectors, then L2 normalisation.
@@ -195,6 +186,17 @@ class StaticEmbedder:
     def embed_query(self, text: str) -> Vector:
         row: Vector = self.embed_documents([text])[0]
         return row
+
+
+def _word_pieces(fast: FastWordPiece, texts: list[str]) -> list[list[int]]:
+    """Each text's word-piece ids: the fast path's, and for the texts it does not take
+    (non-ASCII, added tokens) the real tokenizer's, cut and filtered as model2vec does."""
+    ids = fast.ids_many(texts)
+    slow = [i for i, row in enumerate(ids) if row is None]
+    if slow:
+        for i, other in zip(slow, fast.tokenizer_ids([texts[i] for i in slow]), strict=True):
+            ids[i] = other
+    return [row or [] for row in ids]
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,7 @@ from typing import Literal, overload
 
 import numpy as np
 
+from mindfile._helpers import start_holding
 from mindfile.embed.base import Vector
 from mindfile.index import statements
 from mindfile.index.statements import (
@@ -353,19 +354,11 @@ def _classify_all(db: AnyDatabase, *, pause: float) -> int:
 
 
 def _start_backfill(db: AnyDatabase) -> None:
-    state = _state(db)
-    if not state.lock.acquire(blocking=False):
-        return  # running (or a wait=True caller is classifying)
-    try:
-        threading.Thread(
-            target=_run_backfill, args=(db, state), name="mindfile-statements", daemon=True
-        ).start()
-    except BaseException:
-        state.lock.release()
-        raise
+    # Not when running (or while a wait=True caller is classifying).
+    start_holding(_state(db).lock, "mindfile-statements", _run_backfill, db)
 
 
-def _run_backfill(db: AnyDatabase, state: _Statements) -> None:
+def _run_backfill(db: AnyDatabase) -> None:
     try:
         started = time.perf_counter()
         n = _classify_all(db, pause=_PAUSE)
@@ -377,8 +370,6 @@ def _run_backfill(db: AnyDatabase, state: _Statements) -> None:
     except Exception as exc:  # a closed store, a busy database: the next search retries
         if not db.closed:
             logger.warning("classifying the store's user statements failed: %s", exc)
-    finally:
-        state.lock.release()
 
 
 def apply_preferences(

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from mindfile._helpers import start_holding
 from mindfile.index.chunking import normalize_text
 from mindfile.retrieve.fusion import Fused
 from mindfile.storage.backend import AnyDatabase, search_store
@@ -145,7 +146,8 @@ class TokenMatcher:
 
 
 _MATCHERS_LOCK = threading.Lock()
-#: Where an embedder keeps its matcher (on the embedder: they live and die together).
+#: Where an embedder keeps its matcher, or False without a table (on the embedder:
+#: they live and die together).
 _ATTRIBUTE = "_mindfile_token_matcher"
 
 
@@ -153,18 +155,17 @@ def matcher_for(embedder: Any) -> TokenMatcher | None:
     """The token matcher of ``embedder`` if it recommends token match, else None."""
     if not getattr(embedder, "token_match", False):
         return None
-    matcher: TokenMatcher | None = getattr(embedder, _ATTRIBUTE, None)
-    if matcher is not None:
-        return matcher
-    with _MATCHERS_LOCK:
-        matcher = getattr(embedder, _ATTRIBUTE, None)
-        if matcher is None:
-            table = neighbour_table(embedder.token_model_dir())
-            if table is None:
-                return None
-            matcher = TokenMatcher(embedder, table)
-            setattr(embedder, _ATTRIBUTE, matcher)
-        return matcher
+    found: TokenMatcher | bool | None = getattr(embedder, _ATTRIBUTE, None)
+    if found is None:
+        with _MATCHERS_LOCK:
+            found = getattr(embedder, _ATTRIBUTE, None)
+            if found is None:
+                # A missing or stale table is looked for (and logged) once, not at every
+                # search: False is kept on the embedder.
+                table = neighbour_table(embedder.token_model_dir())
+                found = False if table is None else TokenMatcher(embedder, table)
+                setattr(embedder, _ATTRIBUTE, found)
+    return found if isinstance(found, TokenMatcher) else None
 
 
 def neighbour_table(model_dir: Path) -> tuple[npt.NDArray[Any], npt.NDArray[Any]] | None:
@@ -194,6 +195,11 @@ class Scored:
 
     scores: dict[int, float]
     inline: frozenset[int]
+    #: The query's word pieces they were scored for (None: none scored yet).
+    query: npt.NDArray[np.int64] | None = None
+
+
+_NOTHING = Scored({}, frozenset())
 
 
 def raw_scores(
@@ -211,7 +217,7 @@ def raw_scores(
     are missing, None instead: the search goes without token match for a few seconds
     rather than tokenise 100 chunks each time."""
     if not rowids or len(query) == 0:
-        return Scored({}, frozenset())
+        return Scored({}, frozenset(), query)
     found: dict[int, npt.NDArray[Any]] = {}
     missing: list[tuple[int, str]] = []
     for rowid, blob, text in search_store(db).token_sets(rowids):
@@ -230,7 +236,8 @@ def raw_scores(
             found[rowid] = tokens
     order = list(found)
     values = matcher.scores(query, [found[r] for r in order])
-    return Scored(dict(zip(order, values.tolist(), strict=True)), frozenset(r for r, _ in missing))
+    scores = dict(zip(order, values.tolist(), strict=True))
+    return Scored(scores, frozenset(r for r, _ in missing), query)
 
 
 def prescore(
@@ -268,9 +275,9 @@ def apply_token_match(
     cfg = cfg or DEFAULT_TOKEN_MATCH_CONFIG
     if cfg.weight <= 0.0 or not fused:
         return
-    q = matcher.query_ids(query)
+    known = known or _NOTHING
+    q = matcher.query_ids(query) if known.query is None else known.query
     top = heapq.nlargest(cfg.depth, fused.values(), key=_score) if len(q) else []
-    known = known or Scored({}, frozenset())
     had = sum(1 for f in top if f.rowid in known.inline)  # tokenised on the side thread
     rest = raw_scores(
         db,
@@ -381,19 +388,10 @@ def deferred(db: AnyDatabase) -> bool:
 def _start_backfill(db: AnyDatabase, matcher: TokenMatcher) -> None:
     if deferred(db):
         return
-    lock = _lock(db)
-    if not lock.acquire(blocking=False):
-        return  # running
-    try:
-        thread = threading.Thread(
-            target=_run_backfill, args=(db, matcher, lock), name="mindfile-token-sets", daemon=True
-        )
+    thread = start_holding(_lock(db), "mindfile-token-sets", _run_backfill, db, matcher)
+    if thread is not None:  # else running
         with _LOCKS_LOCK:
             _THREADS[db] = thread
-        thread.start()
-    except BaseException:
-        lock.release()
-        raise
 
 
 _THREADS: weakref.WeakKeyDictionary[AnyDatabase, threading.Thread] = weakref.WeakKeyDictionary()
@@ -415,7 +413,7 @@ def stop(db: AnyDatabase, timeout: float = 30.0) -> None:
         thread.join(timeout)
 
 
-def _run_backfill(db: AnyDatabase, matcher: TokenMatcher, lock: threading.Lock) -> None:
+def _run_backfill(db: AnyDatabase, matcher: TokenMatcher) -> None:
     try:
         started = time.perf_counter()
         n = _tokenize_all(db, matcher, pause=_PAUSE)
@@ -423,5 +421,3 @@ def _run_backfill(db: AnyDatabase, matcher: TokenMatcher, lock: threading.Lock) 
     except Exception as exc:  # a closed store, a busy database: the next search retries
         if not db.closed:
             logger.warning("storing the chunks' token sets failed: %s", exc)
-    finally:
-        lock.release()
