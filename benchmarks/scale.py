@@ -11,7 +11,10 @@ embedder, then measures:
    (the derived indexes catch up: the in-memory BM25 index builds in a background
    thread, the exact index loads and encodes its codes in another);
 3. steady state: hybrid, vector-only and fts-only p50/p95/p99 over ``--queries``
-   held-out LoCoMo questions (never stored text), after ``--warm`` other ones if given;
+   held-out LoCoMo questions (never stored text), after ``--warm`` other ones if given,
+   and hybrid over recommendation questions (``data/preferences.json``'s, cycled to
+   ``--queries``: each adds the preference leg, a vector search filtered to the
+   store's user-side statements);
 4. a fresh process (``--cold-repeats`` times): import, ``mindfile.open``, first search,
    and p50/p99 of its first ``--queries`` searches counted from the very first;
 5. memory: RSS / PSS / private MB of one process and of four processes searching the
@@ -50,6 +53,8 @@ from _procs import disk_bytes, memory, pct, settle
 import mindfile
 
 MODES = ("hybrid", "vector", "fts")
+#: Recommendation questions (the preference leg's): issue 14's preference set.
+PREFERENCES = Path(__file__).resolve().parent / "data" / "preferences.json"
 TARGET_P50_MS, TARGET_P99_MS = 5.0, 20.0
 BENCH_DIR = str(Path(__file__).resolve().parent)
 
@@ -284,6 +289,21 @@ def bench_index(index: str, args: argparse.Namespace, workdir: Path) -> dict[str
             out["search"].append(
                 {"index": index, "mode": mode, "n": len(lat), **pct(lat), "cpu_mean_ms": cpu_ms}
             )
+        asks = recommendation_questions(len(queries))
+        log(f"[{index}] hybrid, recommendation questions x{len(asks)}")
+        timed_searches(eng, asks[:10], "hybrid")
+        c0 = time.process_time()
+        lat = timed_searches(eng, asks, "hybrid")
+        cpu_ms = (time.process_time() - c0) * 1e3 / max(len(asks), 1)
+        out["search"].append(
+            {
+                "index": index,
+                "mode": "hybrid, recommendation",
+                "n": len(lat),
+                **pct(lat),
+                "cpu_mean_ms": cpu_ms,
+            }
+        )
         out["this_process"] = memory()
     out["disk_mb"] = disk_bytes(path) / 1e6
     if args.cold_repeats:
@@ -295,6 +315,14 @@ def bench_index(index: str, args: argparse.Namespace, workdir: Path) -> dict[str
         log(f"[{index}] memory of {procs} process(es) searching at once")
         out["memory"].append(memory_runs(path, index, take(100), procs))
     return out
+
+
+def recommendation_questions(n: int) -> list[str]:
+    """``n`` recommendation questions ("Can you recommend a video editing course?"),
+    cycling through the preference set's."""
+    items = json.loads(PREFERENCES.read_text())["items"]
+    pool = [str(item["question"]) for item in items]
+    return [pool[i % len(pool)] for i in range(n)]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

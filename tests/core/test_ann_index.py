@@ -486,6 +486,11 @@ def test_filters_longer_than_the_index_takes_in_one_query(ann: str, db_path: Pat
             got = mem.index.search(query, 10, where=where)
             want = [h for h in oracle(mem, query, 10**9) if h[0] in set(allowed)]
             assert_same_ranking(got, want, 10)
+        # the same filter out of order and with repeats: sorted once by the index
+        shuffled = np.random.default_rng(0).permutation(long_rowids + long_rowids[:50])
+        got = mem.index.search(unit(1), 10, where=VectorFilter(rowids=shuffled))
+        want = [h for h in oracle(mem, unit(1), 10**9) if h[0] in set(allowed)]
+        assert_same_ranking(got, want, 10)
         # a fraction of the store allowed, as large as the index's list limit
         many = VectorFilter(rowids=np.asarray(rows, dtype=np.int64))
         got = mem.index.search(unit(9), 10, where=many)

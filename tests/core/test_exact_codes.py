@@ -196,3 +196,39 @@ def test_threads_searching_at_once_get_the_single_thread_answers(
         for t in threads:
             t.join()
         assert errors == []
+
+
+def test_a_wide_filter_below_quantize_from_goes_through_the_codes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A filter that leaves fewer rows than ``quantize_from`` but at least
+    ``FILTERED_CODES_FROM`` (the preference leg's statements, ~20% of a store) is
+    searched through the codes when they exist, and answers as the float32 product does
+    when every allowed row is shortlisted."""
+    x = clustered(5000, 256, seed=7)
+    ids = np.arange(10, 10 + len(x), dtype=np.int64)
+    quant = _Codes.fit(x, len(x), lambda: False)
+    assert quant is not None
+    mask = np.random.default_rng(8).random(len(x)) < 0.3
+    allowed = np.flatnonzero(mask)
+    monkeypatch.setattr(exact, "FILTERED_CODES_FROM", 1000)
+    monkeypatch.setattr(exact, "SHORTLIST_FRACTION", 1.0)
+    used: list[int] = []
+    real = _Codes.search
+
+    def spy(self: _Codes, *args: object, **kw: object) -> npt.NDArray[np.intp]:
+        used.append(1)
+        return real(self, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_Codes, "search", spy)
+    for seed in range(4):
+        q = x[int(allowed[seed * 40])].copy()
+        q /= np.linalg.norm(q)
+        got = exact.search_rows(x, ids, len(x), quant, q, 10, mask, quantize_from=len(x) + 1)
+        best = allowed[_top_k(x[allowed] @ q, ids[allowed], 10)]
+        assert [i for i, _ in got] == ids[best].tolist()
+    assert len(used) == 4
+    # Fewer allowed rows than that: the float32 product over them, no codes.
+    monkeypatch.setattr(exact, "FILTERED_CODES_FROM", len(allowed) + 1)
+    exact.search_rows(x, ids, len(x), quant, x[0], 10, mask, quantize_from=len(x) + 1)
+    assert len(used) == 4

@@ -204,9 +204,17 @@ def test_the_third_leg_finds_statements_outside_the_candidates_within_the_filter
     )
     without = mem_static.search(question, top_k=5, user_id="ann", candidates=3)
     assert all("Premiere" not in h.text for h in without)
-    assert len(preferences.store_marks(mem_static.db)) == 2
+    marks = preferences.store_marks(mem_static.db)
+    assert len(marks) == 2
+    # The third leg's sorted rowids are made once while the marks stay the same set.
+    arr = preferences.sorted_marks(mem_static.db, marks)
+    assert arr.tolist() == sorted(marks)
+    assert preferences.store_marks(mem_static.db) is marks
+    assert preferences.sorted_marks(mem_static.db, marks) is arr
     assert mem_static.forget("b")
-    assert len(preferences.store_marks(mem_static.db)) == 1  # deletions leave the marks
+    after = preferences.store_marks(mem_static.db)
+    assert len(after) == 1  # deletions leave the marks
+    assert preferences.sorted_marks(mem_static.db, after).tolist() == sorted(after)
 
 
 def _flags(mem: mindfile.Mindfile) -> dict[str, int | None]:

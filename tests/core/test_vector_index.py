@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
@@ -324,3 +324,20 @@ def test_threads_share_one_engine(index_name: str, db_path: Path) -> None:
         for seed in range(3):
             check(mem, unit(seed), 10, sessions=["t1", "t3"])
         assert_consistent(mem)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(-50, 50), max_size=40),
+    st.lists(st.integers(-60, 60), max_size=30),
+)
+def test_members_and_ascending_agree_with_sets(allowed: list[int], values: list[int]) -> None:
+    """The filters' membership test (binary search over the allowed rowids, sorted once
+    by ``ascending``) answers as a Python set does, in any order and with repeats."""
+    from mindfile.vector.base import ascending, members
+
+    sorted_allowed = ascending(allowed)
+    assert sorted_allowed.tolist() == sorted(set(allowed))
+    assert ascending(sorted_allowed) is sorted_allowed  # already ascending: kept as is
+    got = members(np.asarray(values, dtype=np.int64), sorted_allowed)
+    assert got.tolist() == [v in set(allowed) for v in values]

@@ -137,6 +137,12 @@ def test_vector_reads_agree(seam: Seam) -> None:
     assert np.array_equal(picked.matrix, every.matrix[[0, 6]])
     assert picked.created is not None and len(picked.created) == 2
     assert len(source.vectors_by_ids([], dims, created=True).ids) == 0
+    # The vectors alone (an ANN index's rescoring): the same rows, no chunk columns.
+    ids, matrix = source.vectors_of(wanted, dims)
+    assert ids.dtype == np.int64 and ids.tolist() == picked.ids.tolist()
+    assert matrix.dtype == np.float32 and np.array_equal(matrix, picked.matrix)
+    none_ids, none = source.vectors_of([], dims)
+    assert none_ids.size == 0 and none.shape == (0, dims)
 
 
 def test_vector_changes_name_each_id_once(seam: Seam) -> None:

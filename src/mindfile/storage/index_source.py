@@ -119,6 +119,14 @@ class IndexSourceStore(Protocol):
         """The vectors of ``ids`` that exist, in id order (as :meth:`vectors_after`)."""
         ...
 
+    def vectors_of(
+        self, ids: Sequence[int], dims: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        """``(ids, matrix)`` of those of ``ids`` that have a vector, in id order: the
+        vectors alone, without their chunks' columns (one table read, no join: an ANN
+        index rescoring its candidates reads ~k rows a search)."""
+        ...
+
     def all_vectors(self, dims: int) -> VectorRows | None:
         """Every vector with its session id, in id order (a full load, the fastest way
         the backend has); None when there are none."""
@@ -169,6 +177,11 @@ _VECTORS_CREATED = (
 _AFTER = "WHERE v.chunk_rowid > ? ORDER BY v.chunk_rowid"
 
 _BY_IDS = "WHERE v.chunk_rowid IN (SELECT value FROM json_each(?)) ORDER BY v.chunk_rowid"
+
+VECTORS_OF = (
+    "SELECT chunk_rowid, embedding_blob FROM chunks_vec "
+    "WHERE chunk_rowid IN (SELECT value FROM json_each(?)) ORDER BY chunk_rowid"
+)
 
 # The full load reads chunks_vec alone (no row-by-row join with chunks, whose pages hold
 # the text) and the sessions from a covering index scan: ~2x faster after a cold open.
@@ -241,6 +254,15 @@ class SqliteIndexSourceStore:
         sql = (_VECTORS_CREATED if created else _VECTORS) + _BY_IDS
         rows = self.db.query(sql, (json.dumps([int(r) for r in ids]),))
         return _vector_rows(rows, dims, created)
+
+    def vectors_of(
+        self, ids: Sequence[int], dims: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        if not ids:
+            return np.zeros(0, dtype=np.int64), blob_matrix([], dims)
+        rows = self.db.query(VECTORS_OF, (json.dumps([int(r) for r in ids]),))
+        found = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        return found, blob_matrix([r[1] for r in rows], dims)
 
     def all_vectors(self, dims: int) -> VectorRows | None:
         # Read in pages, so the per-row blobs (freed to the C heap, which keeps them)

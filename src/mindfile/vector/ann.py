@@ -59,7 +59,7 @@ from mindfile.vector.ann_disk import (
     session_key,
     store_id,
 )
-from mindfile.vector.base import VectorFilter, changes_since, row_dots
+from mindfile.vector.base import VectorFilter, ascending, changes_since, members, row_dots
 from mindfile.vector.exact import search_rows
 
 __all__ = ["AnnBackend", "AnnIndex", "Manifest", "RowBatch", "index_root", "session_key"]
@@ -87,10 +87,11 @@ class BaseReader:
         k: int,
         *,
         session_keys: Sequence[int] | None,
-        rowids: Sequence[int] | None,
+        rowids: npt.NDArray[np.int64] | None,
         exclude: Sequence[int],
     ) -> list[int]:
-        """Up to ``k`` chunk ids nearest to ``query`` passing the filters, best first."""
+        """Up to ``k`` chunk ids nearest to ``query`` passing the filters (``rowids``:
+        the allowed ones, ascending), best first."""
         raise NotImplementedError
 
     def count_present(self, rowids: Sequence[int]) -> int:
@@ -642,7 +643,8 @@ class AnnIndex:
                 if where is None or where.session_ids is None
                 else [session_key(s) for s in where.session_ids]
             )
-            rowids = None if where is None or where.rowids is None else where.rowids
+            # Sorted once: the readers and the rescoring test membership by binary search.
+            rowids = None if where is None or where.rowids is None else ascending(where.rowids)
             try:
                 if reader.scored:  # exact: its scores are final
                     base_hits = reader.scored_candidates(
@@ -653,7 +655,7 @@ class AnnIndex:
                         q,
                         int(self.candidate_factor * k) + self.margin,
                         session_keys=keys,
-                        rowids=None if rowids is None else [int(r) for r in rowids],
+                        rowids=rowids,
                         exclude=tombstones,
                     )
             finally:
@@ -664,27 +666,37 @@ class AnnIndex:
                 hits.extend(h for h in base_hits if h[0] not in skip)
             else:
                 fresh = list(dict.fromkeys([*ids, *reader.manifest.zeros]))
-                hits.extend(self._rescore([i for i in fresh if i not in skip], q, where))
+                hits.extend(
+                    self._rescore([i for i in fresh if i not in skip], q, where, allowed=rowids)
+                )
         hits.sort(key=lambda h: (-h[1], -h[0]))
         return hits[:k]
 
     def _rescore(
-        self, ids: list[int], query: npt.NDArray[np.float32], where: VectorFilter | None
+        self,
+        ids: list[int],
+        query: npt.NDArray[np.float32],
+        where: VectorFilter | None,
+        *,
+        allowed: npt.NDArray[np.int64] | None = None,
     ) -> list[tuple[int, float]]:
         """Exact scores from SQLite for the base's candidates; drop any that no longer
-        exists or no longer passes the filter."""
+        exists or no longer passes the filter (``allowed``: its rowids, ascending)."""
         if not ids:
             return []
-        with self._db.lock:
-            rows = read_ids(self._db, ids, self._dims)
-        keep = np.ones(len(rows.ids), dtype=np.bool_)
         if where is not None and where.session_ids is not None:
-            allowed = set(where.session_ids)
-            keep &= np.array([s in allowed for s in rows.sessions], dtype=np.bool_)
+            with self._db.lock:
+                rows = read_ids(self._db, ids, self._dims)
+            found, matrix = rows.ids, rows.matrix
+            sessions = set(where.session_ids)
+            keep = np.array([s in sessions for s in rows.sessions], dtype=np.bool_)
+        else:  # the vectors alone: no join with the chunks' rows (~2x faster at 1M)
+            found, matrix = self._source.vectors_of(ids, self._dims)
+            keep = np.ones(len(found), dtype=np.bool_)
         if where is not None and where.rowids is not None:
-            keep &= np.isin(rows.ids, where.rowids)
-        scores = row_dots(rows.matrix, query)
-        return [(int(i), float(s)) for i, s, ok in zip(rows.ids, scores, keep, strict=True) if ok]
+            keep &= members(found, ascending(where.rowids) if allowed is None else allowed)
+        scores = row_dots(matrix, query)
+        return [(int(i), float(s)) for i, s, ok in zip(found, scores, keep, strict=True) if ok]
 
     def close(self) -> None:
         self._stop.set()

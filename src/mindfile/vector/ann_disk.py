@@ -230,7 +230,9 @@ def file_lock(path: Path, *, blocking: bool) -> Iterator[bool]:
 
 
 def filter_expression(
-    session_keys: Sequence[int] | None, rowids: Sequence[int] | None, exclude: Sequence[int]
+    session_keys: Sequence[int] | None,
+    rowids: Sequence[int] | npt.NDArray[np.int64] | None,
+    exclude: Sequence[int],
 ) -> str | None:
     """The SQL-like filter both backends apply inside their search: sessions (by
     :func:`session_key`), allowed rowids, and excluded (changed) rowids; None = none."""
@@ -238,7 +240,7 @@ def filter_expression(
     if session_keys is not None:
         terms.append(f"sess IN ({','.join(str(int(s)) for s in session_keys)})")
     if rowids is not None:
-        terms.append(f"rowid IN ({','.join(str(int(r)) for r in rowids)})")
+        terms.append(f"rowid IN ({','.join(map(str, np.asarray(rowids, np.int64).tolist()))})")
     if exclude:
         terms.append(f"rowid NOT IN ({','.join(str(int(r)) for r in exclude)})")
     return " AND ".join(terms) or None

@@ -32,10 +32,12 @@ __all__ = [
     "VectorFilter",
     "VectorIndex",
     "VectorRows",
+    "ascending",
     "blob_matrix",
     "changes_since",
     "fetch_rows",
     "fetch_rows_after",
+    "members",
     "vector_max",
 ]
 
@@ -114,6 +116,26 @@ def row_dots(
         out: npt.NDArray[np.float32] = np.vecdot(matrix, q)
         return out
     return matrix @ q
+
+
+def ascending(rowids: Sequence[int] | npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """``rowids`` as a sorted int64 array without repeats (as given when it already is:
+    a read filter's rowids come ascending, and sorting 200k of them costs milliseconds)."""
+    arr = np.asarray(rowids, dtype=np.int64)
+    if arr.ndim == 1 and (len(arr) < 2 or bool(np.all(arr[1:] > arr[:-1]))):
+        return arr
+    return np.unique(arr)
+
+
+def members(values: npt.NDArray[np.int64], allowed: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """Which of ``values`` are in ``allowed`` (sorted ascending, :func:`ascending`): a
+    binary search each, so a few hundred candidates against a filter of 200k rowids
+    cost microseconds, not a sort of the filter (``np.isin``)."""
+    if not len(allowed):
+        return np.zeros(len(values), dtype=np.bool_)
+    at = np.minimum(np.searchsorted(allowed, values), len(allowed) - 1)
+    found: npt.NDArray[np.bool_] = allowed[at] == values
+    return found
 
 
 def vector_max(db: AnyDatabase) -> int:

@@ -46,6 +46,7 @@ from mindfile.vector.base import VectorFilter, row_dots
 __all__ = [
     "BITS",
     "CODE_ARRAYS",
+    "FILTERED_CODES_FROM",
     "QUANTIZE_FROM",
     "SHORTLIST_FRACTION",
     "SHORTLIST_MIN",
@@ -62,6 +63,10 @@ BITS = 768
 #: Share of the searched vectors kept by stage 1, and its floor.
 SHORTLIST_FRACTION = 0.06
 SHORTLIST_MIN = 4_000
+#: With codes (the index holds ``QUANTIZE_FROM`` vectors or more), a filtered search
+#: uses them from this many allowed rows: gathering 23k float32 rows of a 117k index
+#: cost ~3.3 ms, the codes ~1.5 ms (benchmarks/README.md, "Recommendation questions").
+FILTERED_CODES_FROM = 10_000
 _EDGE = 0.2  # the shortlist's outer fifth (by distance) decides whether it is widened
 _GROWTH = 2.0  # ... to this many times its size, once
 #: The codes are fitted again (centre re-estimated) when the index has grown this much.
@@ -560,7 +565,11 @@ def search_rows(
     searched = n if idx is None else len(idx)
     shortlist = max(SHORTLIST_MIN, math.ceil(SHORTLIST_FRACTION * searched))
     rows: npt.NDArray[np.intp] | None
-    if quant is not None and searched >= quantize_from and 4 * k <= shortlist:
+    # A filter leaving fewer rows than ``quantize_from`` still goes through the codes
+    # when they exist and it leaves enough rows for a float32 gather to cost more
+    # (FILTERED_CODES_FROM): e.g. the preference leg's ~20% of the store.
+    codes_from = min(quantize_from, FILTERED_CODES_FROM)
+    if quant is not None and searched >= codes_from and 4 * k <= shortlist:
         rows = quant.search(q, k, n, mask, shortlist)
         scores = row_dots(matrix[rows], q)
     elif idx is None:

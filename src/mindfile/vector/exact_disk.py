@@ -135,7 +135,7 @@ class _ExactReader(BaseReader):
         k: int,
         *,
         session_keys: Sequence[int] | None,
-        rowids: Sequence[int] | None,
+        rowids: npt.NDArray[np.int64] | None,
         exclude: Sequence[int],
     ) -> list[int]:
         hits = self.scored_candidates(

@@ -87,7 +87,7 @@ class _LanceReader(BaseReader):
         k: int,
         *,
         session_keys: Sequence[int] | None,
-        rowids: Sequence[int] | None,
+        rowids: npt.NDArray[np.int64] | None,
         exclude: Sequence[int],
     ) -> list[int]:
         condition = filter_expression(session_keys, rowids, exclude)

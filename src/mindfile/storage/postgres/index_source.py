@@ -76,6 +76,11 @@ VECTORS_AFTER = _VECTORS + "WHERE v.chunk_rowid > %s ORDER BY v.chunk_rowid{limi
 
 VECTORS_BY_IDS = _VECTORS + "WHERE v.chunk_rowid = ANY(%s::bigint[]) ORDER BY v.chunk_rowid"
 
+VECTORS_OF = (
+    "SELECT chunk_rowid, vector_send(embedding) FROM chunks_vec "
+    "WHERE chunk_rowid = ANY(%s::bigint[]) ORDER BY chunk_rowid"
+)
+
 META_GET = "SELECT value FROM store_meta WHERE key = %s"
 
 # One statement that returns the id whoever made it: a second process making one at the
@@ -176,6 +181,13 @@ class PgIndexSourceStore:
             return _vector_rows([], dims, created)
         sql = VECTORS_BY_IDS.format(created=", c.created_at" if created else "")
         return _vector_rows(self.db.query(sql, ([int(i) for i in ids],)), dims, created)
+
+    def vectors_of(
+        self, ids: Sequence[int], dims: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        rows = self.db.query(VECTORS_OF, ([int(i) for i in ids],)) if ids else []
+        found = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        return found, vector_matrix([r[1] for r in rows], dims)
 
     def all_vectors(self, dims: int) -> VectorRows | None:
         # In pages, so the driver's row tuples never add up to a second copy of the matrix.
