@@ -37,6 +37,7 @@ from mindfile.files import LineSpec, SyncReport
 from mindfile.index.reembed import ReembedReport
 from mindfile.jobs import Clock, JobInfo, JobPolicy, JobQueueStatus, JobReport, ReconcileReport
 from mindfile.manage import types as _mt
+from mindfile.retrieve.reranker import Reranker
 from mindfile.retrieve.search import SearchResults
 from mindfile.tokens import TokenCounter
 from mindfile.types import (

@@ -15,6 +15,7 @@ from mindfile.files import LineSpec, SyncReport
 from mindfile.index.reembed import ReembedReport
 from mindfile.jobs import Clock, JobInfo, JobPolicy, JobQueueStatus, JobReport, ReconcileReport
 from mindfile.manage import types as _mt
+from mindfile.retrieve.reranker import Reranker
 from mindfile.retrieve.search import SearchResults
 from mindfile.tokens import TokenCounter
 from mindfile.types import (
@@ -174,6 +175,7 @@ class AsyncMindfile:
         preferences: bool = ...,
         neighbors: bool = ...,
         token_match: bool = ...,
+        rerank: bool | Reranker = ...,
     ) -> SearchResults: ...
     async def search_notes(
         self,

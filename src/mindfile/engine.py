@@ -33,6 +33,7 @@ from mindfile.manage import quota as _quota
 from mindfile.manage.importance import expires_at as _expires_at
 from mindfile.retrieve.lexical import Bm25Index
 from mindfile.retrieve.preferences import backfill as backfill_statements
+from mindfile.retrieve.reranker import Reranker, check_reranker
 from mindfile.retrieve.search import (
     DEFAULT_CANDIDATES,
     SearchRequest,
@@ -95,6 +96,7 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
     read_only: bool = False,
     embedding_cache: bool | None = None,
     embedding_cache_max_entries: int | None = None,
+    reranker: Reranker | None = None,
 ) -> Mindfile:
     """Open (creating if needed) a memory store.
 
@@ -126,6 +128,9 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
     ``embedding_cache`` consults stored vectors by (model, text) before calling the
     embedder: ``None`` (default) = on for remote embedders, off for local ones;
     ``embedding_cache_max_entries`` bounds it with LRU eviction (docs/embedding-cache.md).
+    ``reranker`` (optional, none by default): anything with ``score(query, texts)``, e.g.
+    :func:`mindfile.llm.llm_reranker`; every search then returns its first 50 hits in
+    the reranker's order (docs/retrieval.md "Reranking").
     """
     if not isinstance(path, str | PathLike):
         raise ConfigError(f"path must be a str or a path, not {type(path).__name__}")
@@ -146,6 +151,7 @@ def open(  # shadows the builtin on purpose: mindfile.open(path)
         read_only=read_only,
         embedding_cache=embedding_cache,
         embedding_cache_max_entries=embedding_cache_max_entries,
+        reranker=reranker,
     )
 
 
@@ -184,11 +190,16 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         read_only: bool = False,
         embedding_cache: bool | None = None,
         embedding_cache_max_entries: int | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         if embedding_cache is not None and not isinstance(embedding_cache, bool):
             raise ConfigError("embedding_cache must be True, False or None")
         if not isinstance(read_only, bool):
             raise ConfigError("read_only must be True or False")
+        try:
+            self._reranker = check_reranker(reranker)
+        except InvalidInputError as exc:
+            raise ConfigError(exc.message) from exc
         postgres = is_postgres_url(path)
         if postgres:
             check_postgres_options(vector_index, durability)
@@ -631,6 +642,16 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
 
     # -- retrieval ----------------------------------------------------------------------
 
+    @property
+    def reranker(self) -> Reranker | None:
+        """The optional reranker every search uses (``search(rerank=...)``;
+        docs/retrieval.md "Reranking"); set it (or None) at any time."""
+        return self._reranker
+
+    @reranker.setter
+    def reranker(self, value: Reranker | None) -> None:
+        self._reranker = check_reranker(value)
+
     def search(
         self,
         query: str,
@@ -653,6 +674,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         preferences: bool = True,
         neighbors: bool = True,
         token_match: bool = True,
+        rerank: bool | Reranker = True,
     ) -> SearchResults:
         """Search chunks by vector similarity, BM25, or both fused.
 
@@ -706,8 +728,20 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
         word of the memory in the model's token space ("peace" finds "a peaceful
         spot", "family" finds "my mother"); ``hit.breakdown.token_match`` is the lift.
         ``token_match=False`` turns it off.
+
+        Reranking (optional, docs/retrieval.md "Reranking"): with a reranker configured
+        (``mindfile.open(reranker=...)``, ``mem.reranker``) the first 50 hits come back
+        in its order, its score in ``hit.breakdown.rerank``; ``rerank=False`` skips it,
+        ``rerank=<a reranker>`` uses that one for this call. A failing reranker leaves
+        the fused order and says why in ``results.degraded``.
         """
         self.check_model()
+        if rerank is True:
+            reranker = self.reranker
+        elif rerank is False:
+            reranker = None
+        else:
+            reranker = check_reranker(rerank, "rerank")
         req = SearchRequest.build(
             query,
             session_id=session_id,
@@ -731,7 +765,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI):
             neighbors=neighbors,
             token_match=token_match,
         )
-        return run_search(self.db, self.index, self.embedder, req, self.lexical)
+        return run_search(self.db, self.index, self.embedder, req, self.lexical, reranker=reranker)
 
     def hybrid_query(self, request: MemoryHybridQueryRequest) -> SearchResults:
         """The seed's entry point: weighted hybrid search from a request object."""

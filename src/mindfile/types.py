@@ -88,6 +88,10 @@ class ScoreBreakdown(_ToDict):
     reranked in the bundled model's token space, docs/retrieval.md "Token match"): None
     when it did not run (``search(token_match=False)``, a single-leg mode, RRF fusion,
     an embedder that does not recommend it), else the lift included in ``fused``.
+
+    ``rerank`` is the configured reranker's score (an LLM, a cross-encoder;
+    docs/retrieval.md "Reranking"): None when none ran or the hit was past the first 50;
+    the hits it scored are ordered by it, ``fused`` unchanged.
     """
 
     vector: float | None
@@ -101,6 +105,7 @@ class ScoreBreakdown(_ToDict):
     preference: float | None = None
     neighbors: float | None = None
     token_match: float | None = None
+    rerank: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

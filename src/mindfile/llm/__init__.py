@@ -3,10 +3,11 @@
 Nothing in Mindfile's write path needs a model; these are opt-in helpers (install the
 ``llm`` extra: ``pip install 'mindfile[llm]'``)::
 
-    from mindfile.llm import OpenAICompatibleClient, extract_facts, llm_condenser
+    from mindfile.llm import OpenAICompatibleClient, extract_facts, llm_condenser, llm_reranker
 
     with OpenAICompatibleClient("http://127.0.0.1:11434/v1", model="llama3.1") as llm:
         mem.summarize("chat", 4000, condenser=llm_condenser(llm))
+        mem.reranker = llm_reranker(llm)  # searches: the first 50 hits in its order
         extract_facts(mem, llm, mem.recall("chat"), user_id="u1", session_id="chat")
 
 Importing this package does not import httpx; creating a client does. See
@@ -33,6 +34,7 @@ from mindfile.llm.failures import (
     list_llm_failures,
     record_llm_failure,
 )
+from mindfile.llm.rerank import RERANK_SCHEMA, LLMReranker, llm_reranker
 from mindfile.llm.tasks import (
     CONDENSE_SCHEMA,
     EXTRACT_SCHEMA,
@@ -52,12 +54,14 @@ __all__ = [
     "MERGE_SCHEMA",
     "MODEL_ENV",
     "NOTE_SOURCE",
+    "RERANK_SCHEMA",
     "ChatClient",
     "ChatMessage",
     "ChatResponse",
     "ExtractionResult",
     "JsonMode",
     "LLMFailure",
+    "LLMReranker",
     "OpenAICompatibleClient",
     "ScriptedChatClient",
     "complete_json",
@@ -66,6 +70,7 @@ __all__ = [
     "list_llm_failures",
     "llm_condenser",
     "llm_merge",
+    "llm_reranker",
     "parse_json_reply",
     "record_llm_failure",
 ]

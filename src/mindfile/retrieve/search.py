@@ -6,7 +6,7 @@ import heapq
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 from operator import itemgetter
@@ -30,6 +30,7 @@ from mindfile.retrieve.fusion import (
 )
 from mindfile.retrieve.neighbors import Around, apply_neighbors, prefetch
 from mindfile.retrieve.preferences import apply_preferences, leg_query, recommendation_intent
+from mindfile.retrieve.reranker import RERANK_DEPTH, Reranker, rerank_hits
 from mindfile.retrieve.retriever import Hits, ReadFilter, Retriever
 from mindfile.retrieve.temporal import apply_time, describe, time_query
 from mindfile.retrieve.token_match import (
@@ -257,12 +258,42 @@ def run_search(
     embedder: Embedder,
     req: SearchRequest,
     lexical: Bm25Index | None = None,
+    *,
+    reranker: Reranker | None = None,
 ) -> SearchResults:
-    """Run both legs as the mode asks, fuse, and build hits.
+    """Run both legs as the mode asks, fuse, and build hits; with ``reranker``, its
+    order for the first :data:`~mindfile.retrieve.reranker.RERANK_DEPTH` of them
+    (:mod:`mindfile.retrieve.reranker`).
 
     The legs run through the one read path (:class:`Retriever`), the BM25 leg on the
     in-memory ``lexical`` index when given and ready, else on FTS5.
     """
+    if reranker is None:
+        return _run(db, index, embedder, req, lexical)
+    # The first RERANK_DEPTH hits whatever top_k is (so top_k=5 stays a prefix of 20).
+    found = _run(db, index, embedder, replace(req, top_k=max(req.top_k, RERANK_DEPTH)), lexical)
+    why: str | None = "rerank skipped inside a transaction"
+    if db.held_by_me():  # the caller's transaction holds the write lock: no network here
+        hits = list(found)
+    else:
+        hits, why = rerank_hits(reranker, req.query, found, RERANK_DEPTH)
+    degraded = "; ".join(m for m in (found.degraded, why) if m) or None
+    return SearchResults(
+        hits[: req.top_k],
+        mode=found.mode,
+        degraded=degraded,
+        weights=found.weights,
+        time=found.time,
+    )
+
+
+def _run(
+    db: AnyDatabase,
+    index: VectorIndex,
+    embedder: Embedder,
+    req: SearchRequest,
+    lexical: Bm25Index | None,
+) -> SearchResults:
     # Each leg's top `depth` hits are fused; when more results are asked for than that,
     # the legs go deeper only to extend the tail (hits that did not make any leg's top
     # `depth` score 0 and follow in leg-rank order), so the best results and every
