@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from mindfile.index.chunking import ChunkSpec
     from mindfile.jobs.types import JobReport
     from mindfile.retrieve.lexical import Bm25Index
+    from mindfile.retrieve.reranker import Reranker
     from mindfile.retrieve.search import SearchResults
     from mindfile.storage.backend import AnyDatabase
     from mindfile.storage.stores import Stores
@@ -104,6 +105,9 @@ class ContextDeps(StoreDeps, EmbedDeps, Protocol):
 
     @property
     def working_memory(self) -> WorkingMemory: ...
+
+    @property
+    def reranker(self) -> Reranker | None: ...
 
 
 class ReembedDeps(StoreDeps, EmbedDeps, Protocol):

@@ -115,7 +115,10 @@ def build_context(
         recent_from=recent[0].sequence if recent else None,
     )
     available = token_budget - reserved
-    ranked = _rank_memories(engine, scope, query, query_vec, cfg, clock, available, query_date)
+    notes = [degraded] if degraded else []
+    ranked = _rank_memories(
+        engine, scope, query, query_vec, cfg, clock, available, query_date, notes
+    )
     packer = _Packer(token_counter, available, grouped=cfg.group_by_session)
     for dup, _of, why in ranked.duplicates:
         packer.dropped.append(_memory_item(dup, "memory", why, 0))
@@ -125,7 +128,7 @@ def build_context(
     packer.memories(chosen, cfg)
     packer.turns(session_id, recent, cfg.recent_turns)
     packer.leftover_memories()
-    return packer.context(session_id, query, head, reserved, token_budget, degraded)
+    return packer.context(session_id, query, head, reserved, token_budget, "; ".join(notes) or None)
 
 
 # -- arguments ------------------------------------------------------------------------------
@@ -240,8 +243,10 @@ def _rank_memories(
     clock: datetime,
     available: int,
     as_of: datetime | None = None,
+    notes: list[str] | None = None,
 ) -> Reranked:
-    """The salience, relevance, lexical and hybrid legs, reranked and de-duplicated."""
+    """The salience, relevance, lexical and hybrid legs, reranked and de-duplicated
+    (what degraded on the way appended to ``notes``)."""
     candidates = gather_candidates(
         engine.db,
         engine.index,
@@ -260,6 +265,8 @@ def _rank_memories(
         hybrid_floor=cfg.hybrid_floor,
         as_of=as_of,
         token_matcher=matcher_for(engine.embedder) if cfg.token_match else None,
+        reranker=engine.reranker if cfg.rerank else None,
+        notes=notes,
     )
     return rerank(
         candidates,

@@ -48,13 +48,14 @@ from mindfile.manage.expiry import decay_policy
 from mindfile.manage.importance import effective_importance
 from mindfile.memory.facts import facts_session
 from mindfile.memory.notes import notes_session
-from mindfile.retrieve.fusion import normalizers, weighted_fusion
+from mindfile.retrieve.fusion import Fused, normalizers, weighted_fusion
 from mindfile.retrieve.neighbors import apply_neighbors
+from mindfile.retrieve.reranker import RERANK_DEPTH, Reranker, score_texts
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.search import DEFAULT_CANDIDATES
 from mindfile.retrieve.temporal import apply_time, time_query
 from mindfile.retrieve.token_match import TokenMatcher, apply_token_match
-from mindfile.storage.backend import AnyDatabase, meta_store, recall_store
+from mindfile.storage.backend import AnyDatabase, meta_store, recall_store, search_store
 from mindfile.storage.recall import RecallStore, Scope
 from mindfile.vector.base import VectorIndex
 
@@ -118,6 +119,8 @@ def gather_candidates(
     hybrid_floor: float = -1.0,
     as_of: datetime | None = None,
     token_matcher: TokenMatcher | None = None,
+    reranker: Reranker | None = None,
+    notes: list[str] | None = None,
 ) -> list[Candidate]:
     """Candidates from every leg, one per chunk, with the legs that found it.
 
@@ -130,7 +133,11 @@ def gather_candidates(
     ``as_of``, time expressions in the query boost the hybrid leg's fused scores as in
     ``search`` (:mod:`mindfile.retrieve.temporal`). With ``token_matcher`` (the
     embedder's, :func:`~mindfile.retrieve.token_match.matcher_for`), the hybrid leg's
-    best candidates are reranked by token match as in ``search``.
+    best candidates are reranked by token match as in ``search``. With ``reranker``, the
+    hybrid leg's best :data:`~mindfile.retrieve.reranker.RERANK_DEPTH` are taken in its
+    order, the k-th of them getting the k-th best fused score as its relevance (the
+    scores the ranking formula sees keep their scale); why it could not run, if it
+    failed, is appended to ``notes``.
     """
     legs: dict[int, set[Leg]] = {}
     scores: dict[int, float] = {}
@@ -173,7 +180,12 @@ def gather_candidates(
         admissible = (
             f for f in fused.values() if f.fts is not None or (f.vector or -1.0) >= hybrid_floor
         )
-        best = sorted(admissible, key=lambda f: (-f.score, f.rowid))[:hybrid_k]
+        ordered = sorted(admissible, key=lambda f: (-f.score, f.rowid))
+        if reranker is not None:
+            ordered, why = _reranked(db, reranker, query, ordered, relevance)
+            if why is not None and notes is not None:
+                notes.append(why)
+        best = ordered[:hybrid_k]
         for item in best:
             legs.setdefault(item.rowid, set()).add("hybrid")
     if not legs:
@@ -188,6 +200,34 @@ def gather_candidates(
             cand = replace(cand, legs=rest)
         out.append(cand)
     return out
+
+
+def _reranked(
+    db: AnyDatabase,
+    reranker: Reranker,
+    query: str,
+    ordered: list[Fused],
+    relevance: dict[int, float],
+) -> tuple[list[Fused], str | None]:
+    """``ordered`` with its first :data:`RERANK_DEPTH` in the reranker's order, their
+    fused scores handed down that order in ``relevance``; unchanged (and why) when the
+    reranker fails or the caller's transaction holds the write lock."""
+    head = ordered[:RERANK_DEPTH]
+    if not head:
+        return ordered, None
+    if db.held_by_me():  # no network call under the caller's write lock
+        return ordered, "rerank skipped inside a transaction"
+    rows = search_store(db).chunk_rows([f.rowid for f in head])
+    head = [f for f in head if f.rowid in rows]
+    scores, why = score_texts(reranker, query, [str(rows[f.rowid][3]) for f in head])
+    if scores is None:
+        return ordered, why
+    order = sorted(range(len(head)), key=lambda i: (-scores[i], i))
+    fused_scores = [relevance[f.rowid] for f in head]  # best first
+    reranked = [head[i] for i in order]
+    for item, score in zip(reranked, fused_scores, strict=True):
+        relevance[item.rowid] = score
+    return reranked + ordered[len(head) :], None
 
 
 def _load(

@@ -97,6 +97,10 @@ class ContextConfig:
       cosine ranking).
     - ``token_match``: rerank that hybrid ranking's best candidates by token match, as
       ``search`` does with the bundled model (True; docs/retrieval.md "Token match").
+    - ``rerank``: with a reranker configured (``mindfile.open(reranker=...)``), let it
+      order the hybrid ranking's best 50 before the budget admits them, as ``search``
+      does (True; docs/retrieval.md "Reranking"). A failure keeps the fused order and
+      says why in ``Context.degraded``.
     - ``include_files``: also recall chunks of synced files (:meth:`mindfile.Mindfile.sync`;
       False). Files belong to the store, not to a user, and have no lookback limit.
     - ``group_by_session``: the memories message groups memories by session, sessions
@@ -122,6 +126,7 @@ class ContextConfig:
     hybrid: bool = True
     hybrid_floor: float = 0.3
     token_match: bool = True
+    rerank: bool = True
     include_files: bool = False
     group_by_session: bool = True
 
@@ -150,6 +155,10 @@ class ContextConfig:
             raise ConfigError("include_files must be a bool")
         if not isinstance(self.hybrid, bool):
             raise ConfigError("hybrid must be a bool")
+        if not isinstance(self.token_match, bool):
+            raise ConfigError("token_match must be a bool")
+        if not isinstance(self.rerank, bool):
+            raise ConfigError("rerank must be a bool")
         if not isinstance(self.group_by_session, bool):
             raise ConfigError("group_by_session must be a bool")
 
@@ -171,6 +180,8 @@ class ContextConfig:
             "lexical_k": self.lexical_k,
             "hybrid": self.hybrid,
             "hybrid_floor": self.hybrid_floor,
+            "token_match": self.token_match,
+            "rerank": self.rerank,
             "include_files": self.include_files,
             "group_by_session": self.group_by_session,
         }

@@ -29,7 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 from mindfile.errors import InvalidInputError
 from mindfile.types import SearchHit
 
-__all__ = ["RERANK_DEPTH", "Reranker", "check_reranker", "rerank_hits"]
+__all__ = ["RERANK_DEPTH", "Reranker", "check_reranker", "rerank_hits", "score_texts"]
 
 logger = logging.getLogger("mindfile.retrieve")
 
@@ -66,21 +66,32 @@ def rerank_hits(
     head, tail = list(hits[:depth]), list(hits[depth:])
     if not head:
         return list(hits), None
-    try:
-        raw = reranker.score(query, [h.text for h in head])
-        scores = [float(s) for s in raw]
-    except Exception as exc:  # a provider's own failure, or scores that are not numbers
-        logger.warning("the reranker failed; hits kept in fused order: %s", exc)
-        return list(hits), f"rerank unavailable: {exc}"
-    if len(scores) != len(head):
-        why = f"the reranker gave {len(scores)} scores for {len(head)} hits"
-        logger.warning("%s; hits kept in fused order", why)
-        return list(hits), f"rerank unavailable: {why}"
-    if not all(math.isfinite(s) for s in scores):
-        logger.warning("the reranker gave a score that is not finite; fused order kept")
-        return list(hits), "rerank unavailable: a score that is not a finite number"
+    scores, why = score_texts(reranker, query, [h.text for h in head])
+    if scores is None:
+        return list(hits), why
     order = sorted(range(len(head)), key=lambda i: (-scores[i], i))
     ranked = [
         replace(head[i], breakdown=replace(head[i].breakdown, rerank=scores[i])) for i in order
     ]
     return ranked + tail, None
+
+
+def score_texts(
+    reranker: Reranker, query: str, texts: Sequence[str]
+) -> tuple[list[float] | None, str | None]:
+    """The reranker's score of each text, or None and why it failed (``rerank
+    unavailable: ...``; logged). Never raises."""
+    try:
+        scores = [float(s) for s in reranker.score(query, list(texts))]
+    except Exception as exc:  # a provider's own failure, or scores that are not numbers
+        logger.warning("the reranker failed; fused order kept: %s", exc)
+        return None, f"rerank unavailable: {exc}"
+    why = None
+    if len(scores) != len(texts):
+        why = f"the reranker gave {len(scores)} scores for {len(texts)} hits"
+    elif not all(math.isfinite(s) for s in scores):
+        why = "a score that is not a finite number"
+    if why is not None:
+        logger.warning("%s; fused order kept", why)
+        return None, f"rerank unavailable: {why}"
+    return scores, None
