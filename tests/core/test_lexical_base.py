@@ -367,3 +367,31 @@ def test_small_publishes_write_an_l0_generation_and_stay_exact(
         _same_as_fts5(mem)
         names = {p.name for p in (tmp_path / "m.db.index" / "bm25").iterdir()}
         assert names == {"build.lock", "manifest.json", index.stats()["base_generation"]}
+
+
+@pytest.mark.usefixtures("small_merges")
+def test_a_quick_publish_writes_an_l0_even_past_l0_fraction(tmp_path: Path) -> None:
+    """The end of a bulk ingest (mindfile._publish): ``publish(quick=True)`` adds what
+    is new as an L0 generation, the quickest to write, even when the L0 has outgrown
+    ``L0_FRACTION`` of the base, which a normal publish folds into a new base."""
+    path = tmp_path / "m.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        _fill(mem, "a", 40, seed=30)
+        index = _index(mem)
+        assert index.merge()
+        base = index.stats()["base_generation"]
+        _fill(mem, "b", 30, seed=31)  # 30 recent >= L0_FRACTION (0.25) of 40
+        assert index.publish(quick=True)
+        stats = index.stats()
+        assert stats["base_generation"] == base and stats["l0_generation"] is not None
+        assert stats["delta_docs"] == 0
+        _same_as_fts5(mem)
+        with mindfile.open(path, read_only=True) as other:  # maps base + L0: no delta
+            other.search("dog", mode="fts")
+            assert _index(other).stats()["delta_docs"] == 0
+            _same_as_fts5(other)
+        _fill(mem, "c", 30, seed=32)
+        assert index.publish()  # a normal publish folds them into a new base
+        assert index.stats()["base_generation"] != base
+        assert index.stats()["l0_generation"] is None
+        _same_as_fts5(mem)

@@ -369,10 +369,10 @@ def test_a_store_from_before_the_migration_is_backfilled_in_the_background(
     started, release = threading.Event(), threading.Event()
     real = preferences._classify_all
 
-    def held(db: Any, *, pause: float) -> int:
+    def held(db: Any, *, pause: float, pages: int | None = None) -> int:
         started.set()
         release.wait(10)
-        return real(db, pause=pause)
+        return real(db, pause=pause, pages=pages)
 
     monkeypatch.setattr(preferences, "_classify_all", held)
     with mindfile.open(path) as mem:
@@ -403,6 +403,25 @@ def test_unclassified_chunks_are_backfilled_on_both_backends(
     known = preferences.store_marks(mem.db, wait=False)  # the backfill starts
     assert known is not None and known <= expected
     assert _backfilled(mem) == expected and None not in _flags(mem).values()
+
+
+def test_the_backfill_goes_a_page_at_a_time_when_asked(
+    mem_static: mindfile.Mindfile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``backfill(pages=1)``: what the bulk ingest's publisher does between two BM25
+    publishes (mindfile._publish) classifies one page, the next call the next one."""
+    monkeypatch.setattr(preferences, "_PAGE", 7)
+    mem = mem_static
+    mem.store_many(_chat(20))
+    with mem.db.atomic():  # as if written before the migration
+        mem.db.execute("UPDATE chunks SET user_statement = NULL")
+    total = len(_flags(mem))
+    assert total > 14
+    assert preferences.backfill(mem.db, pause=0.0, pages=1) == 7
+    assert list(_flags(mem).values()).count(None) == total - 7
+    assert preferences.backfill(mem.db, pause=0.0, pages=1) == 7
+    assert preferences.backfill(mem.db, pause=0.0) == total - 14
+    assert None not in _flags(mem).values()
 
 
 def test_two_engines_backfilling_one_store_at_once_agree(

@@ -294,20 +294,23 @@ class Bm25Index:
         if newest - self._state.max_rowid >= MERGE_MIN:
             self.warm()
 
-    def publish(self, *, when_due: bool = False) -> bool:
+    def publish(self, *, when_due: bool = False, quick: bool = False) -> bool:
         """Catch up and publish what this process holds beyond the published generations
         (a new L0 generation, or a new base; waits for the build lock). With
         ``when_due``, only once the delta is as large as a searching process would wait
-        for (``MERGE_MIN``, ``MERGE_FRACTION``). What the index publisher process runs
-        while a bulk ingest goes on (mindfile._publish); False when nothing was
-        published."""
+        for (``MERGE_MIN``, ``MERGE_FRACTION``). With ``quick``, as an L0 generation even
+        when the L0 has outgrown ``L0_FRACTION`` of the base (the L0 and the delta are
+        rewritten, not everything: the end of a bulk ingest, when searches rank the
+        unpublished chunks with FTS5 until it is out; the full merge follows at idle).
+        What the index publisher process runs while a bulk ingest goes on
+        (mindfile._publish); False when nothing was published."""
         if self._folder is None or self._db.readonly:
             return False
         if when_due:
             self._catch_up(merge=False)
             if not self._merge_due(self._state):
                 return False
-        return self._merge(force=False, blocking=True)
+        return self._merge(force=False, blocking=True, prefer_l0=quick)
 
     def purge(self) -> None:
         """After deletes: no published file may keep a deleted chunk's terms.
@@ -527,10 +530,17 @@ class Bm25Index:
         """
         return self._merge(force=True, blocking=True, full=True)
 
-    def _merge(self, *, force: bool, blocking: bool = False, full: bool = False) -> bool:
+    def _merge(
+        self,
+        *,
+        force: bool,
+        blocking: bool = False,
+        full: bool = False,
+        prefer_l0: bool = False,
+    ) -> bool:
         """Publish what this process holds: as a new L0 generation (cost: the L0 and the
-        delta) or, when the L0 reaches ``L0_FRACTION`` of the base, tombstones pile up,
-        or ``full``, as a new base (cost: everything)."""
+        delta) or, when the L0 reaches ``L0_FRACTION`` of the base (unless ``prefer_l0``),
+        tombstones pile up, or ``full``, as a new base (cost: everything)."""
         folder = self._folder
         if folder is None or self._db.readonly or self._db.held_by_me():
             return False
@@ -570,7 +580,7 @@ class Bm25Index:
                         full
                         or base is None
                         or state.manifest is None
-                        or recent >= L0_FRACTION * base.n_alive
+                        or (not prefer_l0 and recent >= L0_FRACTION * base.n_alive)
                         or base.dead > max(1024, len(base.seg) // 4)
                     )
                     max_id, changes = state.max_rowid, state.changes_seen

@@ -336,26 +336,27 @@ def _through(first: int | None, read: list[int], before: int) -> int:
     return max(before, read[-1] if read else 0)
 
 
-def backfill(db: AnyDatabase, *, pause: float = _PAUSE) -> int:
+def backfill(db: AnyDatabase, *, pause: float = _PAUSE, pages: int | None = None) -> int:
     """Classify every chunk of ``db`` that has no ``user_statement`` yet (all of them,
     first, if an older lexicon classified them: :data:`~mindfile.index.statements.
-    LEXICON_VERSION`), page by page: each page read and classified outside any lock and
-    transaction, its flags written in one short transaction, ``pause`` seconds between
-    pages (0: no pause, and no offering of the interpreter). Returns how many it
-    classified.
+    LEXICON_VERSION`), page by page (of the first ``pages`` pages of them, when given):
+    each page read and classified outside any lock and transaction, its flags written in
+    one short transaction, ``pause`` seconds between pages (0: no pause, and no offering
+    of the interpreter). Returns how many it classified.
 
     Idempotent and safe beside other writers and other processes doing the same: only
     rows still NULL are written, and a new chunk is classified when it is inserted."""
     with _state(db).lock:
-        return _classify_all(db, pause=pause)
+        return _classify_all(db, pause=pause, pages=pages)
 
 
-def _classify_all(db: AnyDatabase, *, pause: float) -> int:
+def _classify_all(db: AnyDatabase, *, pause: float, pages: int | None = None) -> int:
     store = search_store(db)
     if store.reset_statements(statements.LEXICON_VERSION):
         logger.info("the statement lexicon changed: reclassifying every chunk")
-    after, done = 0, 0
-    while not db.closed:
+    after, done, page = 0, 0, 0
+    while not db.closed and (pages is None or page < pages):
+        page += 1
         rows = store.unclassified_after(after, _PAGE)
         if not rows:
             break
