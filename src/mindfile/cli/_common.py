@@ -59,6 +59,35 @@ def embedder_option(func: F) -> F:
     )(func)
 
 
+def rerank_option(func: F) -> F:
+    """``--rerank-llm``: rerank searches with the LLM of the ``MINDFILE_LLM_*`` variables."""
+    return click.option(
+        "--rerank-llm",
+        "rerank_llm",
+        is_flag=True,
+        help=(
+            "Rerank each search's first 50 hits with the chat model of MINDFILE_LLM_BASE_URL"
+            " and MINDFILE_LLM_MODEL (needs the llm extra; docs/retrieval.md 'Reranking')."
+        ),
+    )(func)
+
+
+@contextmanager
+def llm_reranker_from_env(wanted: bool) -> Iterator[Any]:
+    """The ``--rerank-llm`` reranker (None when not wanted); its client is closed after.
+    Missing variables are a :class:`~mindfile.errors.ConfigError`."""
+    if not wanted:
+        yield None
+        return
+    from mindfile.llm import OpenAICompatibleClient, llm_reranker
+
+    client = OpenAICompatibleClient.from_env()
+    try:
+        yield llm_reranker(client)
+    finally:
+        client.close()
+
+
 def emit(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
     """Print ``data`` as JSON, or call ``human`` to print it for people."""
     if as_json or human is None:

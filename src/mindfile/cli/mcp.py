@@ -8,7 +8,13 @@ import ipaddress
 import click
 
 import mindfile
-from mindfile.cli._common import db_option, embedder_option, run
+from mindfile.cli._common import (
+    db_option,
+    embedder_option,
+    llm_reranker_from_env,
+    rerank_option,
+    run,
+)
 from mindfile.errors import ConfigError
 
 __all__ = ["mcp"]
@@ -43,6 +49,7 @@ def _loopback(host: str) -> bool:
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="streamable-http only.")
 @click.option("--port", type=int, default=8766, show_default=True, help="streamable-http only.")
+@rerank_option
 def mcp(
     db_path: str,
     embedder: str | None,
@@ -51,6 +58,7 @@ def mcp(
     transport: str,
     host: str,
     port: int,
+    rerank_llm: bool,
 ) -> None:
     """Serve the memory tools over MCP (stdio for desktop hosts, or streamable HTTP)."""
     from mindfile import mcp_server
@@ -62,7 +70,10 @@ def mcp(
                 "bind to 127.0.0.1 (or put it behind an authenticating proxy on loopback)"
             )
         session = session_id or f"mcp:{user_id}"
-        with mindfile.open(db_path, embedder=embedder) as mem:
+        with (
+            llm_reranker_from_env(rerank_llm) as reranker,
+            mindfile.open(db_path, embedder=embedder, reranker=reranker) as mem,
+        ):
             if transport == "stdio":
                 asyncio.run(mcp_server.run_stdio(mem, user_id=user_id, session_id=session))
                 return

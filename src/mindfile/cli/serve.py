@@ -12,7 +12,13 @@ from typing import Literal
 import click
 
 import mindfile
-from mindfile.cli._common import db_option, embedder_option, run
+from mindfile.cli._common import (
+    db_option,
+    embedder_option,
+    llm_reranker_from_env,
+    rerank_option,
+    run,
+)
 
 __all__ = ["serve"]
 
@@ -64,6 +70,7 @@ __all__ = ["serve"]
     show_default=True,
 )
 @click.option("--no-access-log", is_flag=True, help="Do not log each request.")
+@rerank_option
 def serve(
     db_path: str,
     host: str,
@@ -79,6 +86,7 @@ def serve(
     public_metrics: bool,
     log_level: str,
     no_access_log: bool,
+    rerank_llm: bool,
 ) -> None:
     """Serve the store over HTTP (needs: pip install "mindfile[server]").
 
@@ -99,27 +107,30 @@ def serve(
         mode: Literal["sync", "background"] = "background" if indexing == "background" else "sync"
         # Opened here, so a missing file or a wrong embedder is a one-line error and an
         # exit code; the server closes it at shutdown (before uvicorn re-raises SIGTERM).
-        engine = mindfile.open(db_path, embedder=embedder, read_only=read_only, indexing=mode)
-        try:
-            settings = ServerSettings(
-                db_path=db_path,
-                auth=auth,
-                indexing=mode,
-                max_body_bytes=int(max_body_mb * 1024 * 1024),
-                threads=threads or default_threads(),
-                public_metrics=public_metrics,
-                engine=engine,
-                close_engine=True,
+        with llm_reranker_from_env(rerank_llm) as reranker:
+            engine = mindfile.open(
+                db_path, embedder=embedder, read_only=read_only, indexing=mode, reranker=reranker
             )
-            where = f"unix:{uds}" if uds is not None else f"http://{host}:{port}"
-            click.echo(f"mindfile serve: {db_path} on {where}", err=True)
-            run_server(
-                settings,
-                host=host,
-                port=port,
-                uds=uds,
-                log_level=log_level,
-                access_log=not no_access_log,
-            )
-        finally:
-            engine.close()  # a no-op when the server closed it
+            try:
+                settings = ServerSettings(
+                    db_path=db_path,
+                    auth=auth,
+                    indexing=mode,
+                    max_body_bytes=int(max_body_mb * 1024 * 1024),
+                    threads=threads or default_threads(),
+                    public_metrics=public_metrics,
+                    engine=engine,
+                    close_engine=True,
+                )
+                where = f"unix:{uds}" if uds is not None else f"http://{host}:{port}"
+                click.echo(f"mindfile serve: {db_path} on {where}", err=True)
+                run_server(
+                    settings,
+                    host=host,
+                    port=port,
+                    uds=uds,
+                    log_level=log_level,
+                    access_log=not no_access_log,
+                )
+            finally:
+                engine.close()  # a no-op when the server closed it

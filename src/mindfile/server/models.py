@@ -100,6 +100,9 @@ class SearchIn(_Body):
     candidates: int = DEFAULT_CANDIDATES
     channel: str | None = None
     query_embedding: list[float] | None = None
+    rerank: bool = Field(
+        True, description="Use the server's reranker, if it has one (mindfile serve --rerank-llm)."
+    )
 
 
 class RerankWeightsIn(_Body):
@@ -126,6 +129,9 @@ class ContextConfigIn(_Body):
     near_duplicate: float | None = None
     cross_session: bool | None = None
     lexical_k: int | None = None
+    rerank: bool | None = Field(
+        None, description="Use the server's reranker, if it has one (default: yes)."
+    )
 
 
 class ContextIn(_Body):

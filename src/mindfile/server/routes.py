@@ -210,6 +210,7 @@ def build_router() -> APIRouter:
             candidates=body.candidates,
             user_id=caller.user,
             channel=body.channel,
+            rerank=body.rerank,
         )
         caller.metrics.search_latency.observe(time.perf_counter() - start, results.mode)
         if results.degraded:
