@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable
-from typing import Any
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-__all__ = ["helper_processes_allowed", "start_holding", "turned_off"]
+__all__ = ["by_pages", "helper_processes_allowed", "start_holding", "turned_off"]
+
+_Row = TypeVar("_Row", bound=Sequence[Any])
 
 
 def turned_off(variable: str) -> bool:
@@ -39,6 +42,34 @@ def start_holding(
         lock.release()
         raise
     return thread
+
+
+def by_pages(
+    read: Callable[[int], Sequence[_Row]],
+    write: Callable[[Sequence[_Row]], int | None],
+    *,
+    pause: float,
+    pages: int | None = None,
+    stopping: Callable[[], bool] = lambda: False,
+) -> int:
+    """The backfills' loop (statement flags, token sets): ``read(after)`` the next page
+    of rows (``(rowid, ...)``, ascending, after ``after``), ``write(rows)`` what they
+    give (how many; None: stopped midway, nothing written), ``pause`` seconds between
+    pages, at most ``pages`` pages, until ``stopping()``. Returns how many were written."""
+    after = done = page = 0
+    while not stopping() and (pages is None or page < pages):
+        page += 1
+        rows = read(after)
+        if not rows:
+            break
+        written = write(rows)
+        if written is None:
+            break
+        done += written
+        after = int(rows[-1][0])
+        if pause > 0:
+            time.sleep(pause)
+    return done
 
 
 def helper_processes_allowed(variable: str) -> bool:

@@ -42,13 +42,14 @@ import re
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, overload
 
 import numpy as np
 import numpy.typing as npt
 
-from mindfile._helpers import start_holding
+from mindfile._helpers import by_pages, start_holding
 from mindfile.embed.base import Vector
 from mindfile.index import statements
 from mindfile.index.statements import (
@@ -354,23 +355,23 @@ def _classify_all(db: AnyDatabase, *, pause: float, pages: int | None = None) ->
     store = search_store(db)
     if store.reset_statements(statements.LEXICON_VERSION):
         logger.info("the statement lexicon changed: reclassifying every chunk")
-    after, done, page = 0, 0, 0
-    while not db.closed and (pages is None or page < pages):
-        page += 1
-        rows = store.unclassified_after(after, _PAGE)
-        if not rows:
-            break
+
+    def classify(rows: Sequence[tuple[int, str, str]]) -> int:
         flags: list[tuple[int, bool]] = []
         for i, (rowid, text, meta) in enumerate(rows):
             if pause > 0 and i % _SLICE == 0:
                 time.sleep(0)  # let a waiting search thread have the interpreter
             flags.append((rowid, is_user_statement(text, meta)))
         store.classify_statements(flags)
-        done += len(flags)
-        after = rows[-1][0]
-        if pause > 0:
-            time.sleep(pause)
-    return done
+        return len(flags)
+
+    return by_pages(
+        lambda after: store.unclassified_after(after, _PAGE),
+        classify,
+        pause=pause,
+        pages=pages,
+        stopping=lambda: db.closed,
+    )
 
 
 def _start_backfill(db: AnyDatabase) -> None:
@@ -414,23 +415,20 @@ def apply_preferences(
     fusion does, clipped to [0, 1]).
     """
     cfg = cfg or DEFAULT_PREFERENCE_CONFIG
-    found: set[int] | frozenset[int] | None = None
-    if cfg.leg > 0:
-        marks = store_marks(db, wait=False)  # those classified so far (None: relexicon)
-        found = marks
-        if index is not None and query_vec is not None and marks:
-            _third_leg(
-                db, fused, marks, index, query_vec, where, vector_weight, vector_width, cfg.leg
-            )
+    # those classified so far (None: no third leg, or being reclassified)
+    marks = store_marks(db, wait=False) if cfg.leg > 0 else None
+    if marks and index is not None and query_vec is not None:
+        _third_leg(db, fused, marks, index, query_vec, where, vector_weight, vector_width, cfg.leg)
     best = heapq.nsmallest(cfg.scan, fused.values(), key=lambda f: (-f.score, f.rowid))
     rowids = [f.rowid for f in best]
     store = search_store(db)
+    found: set[int] | frozenset[int]
     extra: set[int] | frozenset[int] = frozenset()
-    if found is None:  # no third leg: the statements among the candidates
+    if marks is None:  # no third leg: the statements among the candidates
         found = marked(store.chunk_statements(rowids))
     else:  # and the candidates not classified yet (written since the backfill ran),
         # apart: a union would copy the store's ~200k statements at 1M chunks
-        extra = marked(store.unclassified_among(rowids))
+        found, extra = marks, marked(store.unclassified_among(rowids))
     chosen = [f.rowid for f in best if f.rowid in found or f.rowid in extra]
     boost(fused, set(chosen[: cfg.limit] if cfg.limit > 0 else chosen), cfg)
 

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from mindfile._helpers import start_holding
+from mindfile._helpers import by_pages, start_holding
 from mindfile.index.chunking import normalize_text
 from mindfile.retrieve.fusion import Fused
 from mindfile.storage.backend import AnyDatabase, search_store
@@ -340,16 +340,12 @@ def _tokenize_all(
     db: AnyDatabase, matcher: TokenMatcher, *, pause: float, pages: int | None = None
 ) -> int:
     store = search_store(db)
-    after, done, page = 0, 0, 0
-    while not _stopping(db) and (pages is None or page < pages):
-        page += 1
-        rows = store.untokenized_after(after, _PAGE)
-        if not rows:
-            break
+
+    def tokenise(rows: Sequence[tuple[int, str]]) -> int | None:
         sets: list[tuple[int, bytes]] = []
         for i in range(0, len(rows), _SLICE):
             if _stopping(db):
-                return done
+                return None
             part = rows[i : i + _SLICE]
             made = matcher.token_sets([text for _, text in part])
             sets.extend(
@@ -359,11 +355,15 @@ def _tokenize_all(
             if pause > 0:
                 time.sleep(0)  # let a waiting search thread have the interpreter
         store.store_token_sets(sets)
-        done += len(sets)
-        after = rows[-1][0]
-        if pause > 0:
-            time.sleep(pause)
-    return done
+        return len(sets)
+
+    return by_pages(
+        lambda after: store.untokenized_after(after, _PAGE),
+        tokenise,
+        pause=pause,
+        pages=pages,
+        stopping=lambda: _stopping(db),
+    )
 
 
 _DEFERRED: weakref.WeakKeyDictionary[AnyDatabase, Callable[[], bool]] = weakref.WeakKeyDictionary()
