@@ -50,7 +50,7 @@ from mindfile.memory.facts import facts_session
 from mindfile.memory.notes import notes_session
 from mindfile.retrieve.fusion import Fused, normalizers, weighted_fusion
 from mindfile.retrieve.neighbors import apply_neighbors
-from mindfile.retrieve.reranker import RERANK_DEPTH, Reranker, score_texts
+from mindfile.retrieve.reranker import RERANK_DEPTH, Reranker, rank_texts
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.search import DEFAULT_CANDIDATES
 from mindfile.retrieve.temporal import apply_time, time_query
@@ -215,16 +215,13 @@ def _reranked(
     head = ordered[:RERANK_DEPTH]
     if not head:
         return ordered, None
-    if db.held_by_me():  # no network call under the caller's write lock
-        return ordered, "rerank skipped inside a transaction"
     rows = search_store(db).chunk_rows([f.rowid for f in head])
     head = [f for f in head if f.rowid in rows]
-    scores, why = score_texts(reranker, query, [str(rows[f.rowid][3]) for f in head])
-    if scores is None:
+    ranking, why = rank_texts(db, reranker, query, [str(rows[f.rowid][3]) for f in head])
+    if ranking is None:
         return ordered, why
-    order = sorted(range(len(head)), key=lambda i: (-scores[i], i))
     fused_scores = [relevance[f.rowid] for f in head]  # best first
-    reranked = [head[i] for i in order]
+    reranked = [head[i] for i in ranking.order]
     for item, score in zip(reranked, fused_scores, strict=True):
         relevance[item.rowid] = score
     return reranked + ordered[len(head) :], None

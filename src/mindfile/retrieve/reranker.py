@@ -23,13 +23,14 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 from mindfile.errors import InvalidInputError
+from mindfile.storage.backend import AnyDatabase
 from mindfile.types import SearchHit
 
-__all__ = ["RERANK_DEPTH", "Reranker", "check_reranker", "rerank_hits", "score_texts"]
+__all__ = ["RERANK_DEPTH", "Ranking", "Reranker", "check_reranker", "rank_texts", "rerank_hits"]
 
 logger = logging.getLogger("mindfile.retrieve")
 
@@ -58,29 +59,46 @@ def check_reranker(value: Any, what: str = "reranker") -> Reranker | None:
 
 
 def rerank_hits(
-    reranker: Reranker, query: str, hits: Sequence[SearchHit], depth: int = RERANK_DEPTH
+    db: AnyDatabase,
+    reranker: Reranker,
+    query: str,
+    hits: Sequence[SearchHit],
+    depth: int = RERANK_DEPTH,
 ) -> tuple[list[SearchHit], str | None]:
-    """The first ``depth`` of ``hits`` in the reranker's order (best score first; equal
-    scores keep their fused order), each with ``breakdown.rerank``, then the rest
-    unchanged; or ``hits`` as they were and why, when the reranker failed."""
+    """The first ``depth`` of ``hits`` in the reranker's order (:func:`rank_texts`),
+    each with ``breakdown.rerank``, then the rest unchanged; or ``hits`` as they were
+    and why the reranker did not run or failed."""
     head, tail = list(hits[:depth]), list(hits[depth:])
-    if not head:
-        return list(hits), None
-    scores, why = score_texts(reranker, query, [h.text for h in head])
-    if scores is None:
+    ranking, why = rank_texts(db, reranker, query, [h.text for h in head])
+    if ranking is None:
         return list(hits), why
-    order = sorted(range(len(head)), key=lambda i: (-scores[i], i))
+    scores = ranking.scores
     ranked = [
-        replace(head[i], breakdown=replace(head[i].breakdown, rerank=scores[i])) for i in order
+        replace(head[i], breakdown=replace(head[i].breakdown, rerank=scores[i]))
+        for i in ranking.order
     ]
     return ranked + tail, None
 
 
-def score_texts(
-    reranker: Reranker, query: str, texts: Sequence[str]
-) -> tuple[list[float] | None, str | None]:
-    """The reranker's score of each text, or None and why it failed (``rerank
-    unavailable: ...``; logged). Never raises."""
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """A reranker's answer: ``scores[i]`` of text ``i``; ``order``, the positions best
+    first (equal scores keep the given order)."""
+
+    order: list[int]
+    scores: list[float]
+
+
+def rank_texts(
+    db: AnyDatabase, reranker: Reranker, query: str, texts: Sequence[str]
+) -> tuple[Ranking | None, str | None]:
+    """The reranker's ranking of ``texts``, or None and why it did not run (inside the
+    caller's transaction, which holds the write lock: no network call under it) or
+    failed (``rerank unavailable: ...``; logged). Never raises."""
+    if not texts:
+        return Ranking([], []), None
+    if db.held_by_me():
+        return None, "rerank skipped inside a transaction"
     try:
         scores = [float(s) for s in reranker.score(query, list(texts))]
     except Exception as exc:  # a provider's own failure, or scores that are not numbers
@@ -94,4 +112,4 @@ def score_texts(
     if why is not None:
         logger.warning("%s; fused order kept", why)
         return None, f"rerank unavailable: {why}"
-    return scores, None
+    return Ranking(sorted(range(len(scores)), key=lambda i: (-scores[i], i)), scores), None

@@ -272,11 +272,7 @@ def run_search(
         return _run(db, index, embedder, req, lexical)
     # The first RERANK_DEPTH hits whatever top_k is (so top_k=5 stays a prefix of 20).
     found = _run(db, index, embedder, replace(req, top_k=max(req.top_k, RERANK_DEPTH)), lexical)
-    why: str | None = "rerank skipped inside a transaction"
-    if db.held_by_me():  # the caller's transaction holds the write lock: no network here
-        hits = list(found)
-    else:
-        hits, why = rerank_hits(reranker, req.query, found, RERANK_DEPTH)
+    hits, why = rerank_hits(db, reranker, req.query, found, RERANK_DEPTH)
     degraded = "; ".join(m for m in (found.degraded, why) if m) or None
     return SearchResults(
         hits[: req.top_k],
