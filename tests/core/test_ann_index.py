@@ -420,6 +420,45 @@ def test_exact_base_with_codes_is_searched_like_the_heap_index(
             heap.close()
 
 
+def test_exact_base_published_before_reach_is_searched_alike_then_upgraded(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A generation whose codes lack ``reach.npy`` (published before the int8 scan) is
+    still used: the reach is computed when mapped, results equal the oracle's, and the
+    next merge writes a generation with it."""
+    monkeypatch.setattr(ExactDiskIndex, "quantize_from", 100)
+    monkeypatch.setattr(ExactDiskIndex, "min_delta", 200)
+    monkeypatch.setattr(ExactDiskIndex, "delta_fraction", 0.0)
+    dims = 32
+    with mindfile.open(db_path, embedder=f"hash:{dims}", vector_index="exact") as mem:
+        mem.store_many([(SESSIONS[i % 4], i, f"memory {i} of many") for i in range(3000)])
+        assert mem.index.size() == 3000
+        assert mem.index.size() == 3000
+        base = index(mem)._reader
+        assert base is not None
+        generation = index(mem).folder / base.manifest.generation
+        expected = [mem.index.search(unit(seed, dims), 10) for seed in range(10)]
+    (generation / "reach.npy").unlink()
+    with mindfile.open(db_path, embedder=f"hash:{dims}", vector_index="exact") as mem:
+        assert mem.index.size() == 3000
+        reader = index(mem)._reader
+        assert reader is not None and reader.manifest.generation == generation.name
+        assert reader._rows.codes is not None  # type: ignore[attr-defined]
+        for seed in range(10):
+            got = mem.index.search(unit(seed, dims), 10)
+            assert got == expected[seed]
+            assert_same_ranking(got, oracle(mem, unit(seed, dims), 10**9), 10)
+        mem.store_many([("e", i, f"later memory {i}") for i in range(400)])
+        assert mem.index.size() == 3400
+        assert mem.index.size() == 3400
+        merged = index(mem)._reader
+        assert merged is not None and merged.manifest.generation != generation.name
+        assert (index(mem).folder / merged.manifest.generation / "reach.npy").exists()
+        for seed in range(10):
+            got = mem.index.search(unit(seed, dims), 10)
+            assert_same_ranking(got, oracle(mem, unit(seed, dims), 10**9), 10)
+
+
 def test_the_ann_path_at_a_size_that_trains_an_index(ann: str, db_path: Path) -> None:
     """5,000 vectors: zvec's HNSW graph and LanceDB's IVF-PQ index (trained from 4,096
     rows) really answer here, not an exact fallback. ANN may miss a true neighbour, so

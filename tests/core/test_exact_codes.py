@@ -1,6 +1,12 @@
-"""The exact index's quantised search (sign codes, then int8 with error bounds, then
-float32) must give the float32 answer: against the brute-force oracle with every
-vector in the shortlist, and stage by stage against numpy re-computations."""
+"""The exact index's quantised search must give the float32 answer, by either path:
+
+* the int8 scan (simsimd: every allowed row's int8 score with its error bound, then
+  float32 for the rows that can reach the top k);
+* numpy's stages (sign codes, then int8 with error bounds over a shortlist, then
+  float32), used without simsimd.
+
+Each test runs on both paths (the ``kernel`` fixture), against the brute-force oracle,
+and the kernels and stages against numpy re-computations."""
 
 from __future__ import annotations
 
@@ -17,12 +23,23 @@ from hypothesis.stateful import run_state_machine_as_test
 
 import mindfile
 import mindfile.vector as vector_mod
-from mindfile.vector import exact
+from mindfile.vector import _simd, exact
 from mindfile.vector.exact import ExactIndex, _Codes, _top_k
 
 from .test_vector_index import DIMS, IndexMachine, check, unit
 
-pytestmark = pytest.mark.skipif(not exact._HAS_POPCOUNT, reason="needs numpy >= 2.0")
+
+@pytest.fixture(autouse=True, params=["scan", "stages"])
+def kernel(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test on each search path: the int8 scan, and numpy's stages."""
+    if request.param == "scan":
+        assert _simd.simsimd is not None, "simsimd is a core dependency"
+        monkeypatch.setattr(_simd, "ENABLED", True)
+    else:
+        if not exact._HAS_POPCOUNT:
+            pytest.skip("numpy's stages need numpy >= 2.0 (bitwise_count)")
+        monkeypatch.setattr(_simd, "ENABLED", False)
+    return str(request.param)
 
 
 @pytest.fixture
@@ -214,13 +231,14 @@ def test_a_wide_filter_below_quantize_from_goes_through_the_codes(
     monkeypatch.setattr(exact, "FILTERED_CODES_FROM", 1000)
     monkeypatch.setattr(exact, "SHORTLIST_FRACTION", 1.0)
     used: list[int] = []
-    real = _Codes.search
+    method = "scan" if _simd.ENABLED else "search"
+    real = getattr(_Codes, method)
 
     def spy(self: _Codes, *args: object, **kw: object) -> npt.NDArray[np.intp]:
         used.append(1)
-        return real(self, *args, **kw)  # type: ignore[arg-type]
+        return real(self, *args, **kw)  # type: ignore[no-any-return]
 
-    monkeypatch.setattr(_Codes, "search", spy)
+    monkeypatch.setattr(_Codes, method, spy)
     for seed in range(4):
         q = x[int(allowed[seed * 40])].copy()
         q /= np.linalg.norm(q)

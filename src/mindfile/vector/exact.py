@@ -7,25 +7,36 @@ arrived out of id order, were rewritten or were deleted are re-read from
 
 Searching. Below :data:`QUANTIZE_FROM` vectors (50k) a search is one float32 product,
 row by row (``np.vecdot``: 3.9 ms at 117k x 256 on one core of the reference machine,
-where BLAS's matrix-vector kernel took 6 ms on two). numpy has no fast int8 or float16
-kernels, so above it a search reads less instead, in three stages over compact codes of
-the *centred* vectors (the store's mean vector subtracted: the bundled model's vectors
-share a large common component that would otherwise swamp every code):
+where BLAS's matrix-vector kernel took 6 ms on two). Above it a search reads less
+instead, over compact codes of the *centred* vectors (the store's mean vector
+subtracted: the bundled model's vectors share a large common component that would
+otherwise swamp every code): per-vector int8 codes, each with a bound on its
+quantisation error.
 
-1. sign bits of a fixed random projection (:data:`BITS` bits, 96 bytes a vector),
-   compared with the query's by Hamming distance (xor and popcount over all vectors);
-2. the closest :data:`SHORTLIST_FRACTION` of them (at least :data:`SHORTLIST_MIN`) are
-   scored with per-vector int8 codes, each with a bound on its quantisation error;
-3. every candidate whose upper bound reaches the k-th best lower bound (~20 of them) is
-   rescored with its float32 vector, and those exact scores are ranked as before.
+* With ``simsimd`` (a core dependency: small SIMD kernels, no dependencies of its own),
+  every allowed row is scored in one int8 dot product against an int8 copy of the query
+  (1 ms at 117k rows on one core, the GIL released), each score with a rigorous bound
+  on both quantisations' error; every row whose upper bound reaches the k-th best lower
+  bound (~250-350 rows for k=100) is rescored with its float32 vector. The result is the
+  float32 top k, with the float32 scores: nothing is approximate.
+* Without it (numpy alone; ``MINDFILE_NO_SIMSIMD=1`` forces this path), three stages:
 
-Stage 3 returns exactly the float32 top-k of the shortlist, with the float32 scores;
-stage 1 could in principle leave a true neighbour out of the shortlist. Measured on
-realistic chat text at 117k vectors: the float32 top 10 always, 99.8% of the top 150
-(benchmarks/README.md). Memory: the float32 matrix stays (1 KB a vector) and the codes
-add 360 bytes. The
-codes are built in a background thread when the index first grows past the threshold
-(or after a bulk load); searches use the float32 product until they are ready.
+  1. sign bits of a fixed random projection (:data:`BITS` bits, 96 bytes a vector),
+     compared with the query's by Hamming distance (xor and popcount over all vectors);
+  2. the closest :data:`SHORTLIST_FRACTION` of them (at least :data:`SHORTLIST_MIN`) are
+     scored with the int8 codes and their bounds;
+  3. every candidate whose upper bound reaches the k-th best lower bound is rescored
+     with its float32 vector, and those exact scores are ranked as before.
+
+  Stage 3 returns exactly the float32 top-k of the shortlist; stage 1 could in
+  principle leave a true neighbour out of the shortlist. Measured on realistic chat text
+  at 117k vectors: the float32 top 10 always, 99.8% of the top 100.
+
+Measured at 117k vectors (benchmarks/README.md, "The int8 scan"): 2.7 ms for the top
+100 by the three stages, 1.5 ms by the scan. Memory: the float32 matrix stays (1 KB a
+vector) and the codes add 364 bytes. The codes are built in a background thread when the
+index first grows past the threshold (or after a bulk load); searches use the float32
+product until they are ready.
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ import numpy.typing as npt
 from mindfile.embed.base import Vector
 from mindfile.storage.backend import AnyDatabase
 from mindfile.storage.index_source import index_source
+from mindfile.vector import _simd
 from mindfile.vector.base import VectorFilter, row_dots
 
 __all__ = [
@@ -82,8 +94,15 @@ _SEED = 20_261_125  # fixed projection: every process encodes alike
 _DOT_ROUNDING = 2 * 2.0**-24
 #: ``np.bitwise_count`` (numpy >= 2.0) is stage 1's popcount; without it, float32 only.
 _HAS_POPCOUNT = hasattr(np, "bitwise_count")
+#: Codes are worth building when some path can search them (the scan or the stages).
+_CODES_USABLE = _HAS_POPCOUNT or _simd.ENABLED
 #: The arrays that make up a set of codes (``_Codes.arrays``), as published on disk.
-CODE_ARRAYS = ("mean", "proj", "bits", "int8", "scale", "bound")
+#: ``reach`` (each row's ``scale * |codes|``) came later: a generation without it gets
+#: it computed when loaded (:meth:`_Codes.from_arrays`).
+CODE_ARRAYS = ("mean", "proj", "bits", "int8", "scale", "bound", "reach")
+#: Relative float32 rounding of the scan's ``dot * scale * query scale`` (three
+#: products), with a margin.
+_SCAN_ROUNDING = 8 * 2.0**-24
 
 
 class ExactIndex:
@@ -255,7 +274,7 @@ class ExactIndex:
     def _maybe_build_codes(self) -> None:
         """Start building codes when the index is large enough and has none (or has
         grown ``REFIT_GROWTH`` times since they were fitted)."""
-        if self._building or self._n < self._quantize_from or not _HAS_POPCOUNT:
+        if self._building or self._n < self._quantize_from or not _CODES_USABLE:
             return
         if self._quant is not None and self._n < REFIT_GROWTH * self._quant.fitted_on:
             return
@@ -347,8 +366,9 @@ class ExactIndex:
 
 class _Codes:
     """Codes of the centred vectors, row ``i`` for the index's row ``i``: sign bits of a
-    random projection (stage 1), int8 with a per-vector scale (stage 2), and each
-    vector's bound on ``|(x - mean) . q - scale * (codes . q)| / |q|``."""
+    random projection (stage 1), int8 with a per-vector scale (the scan, stage 2), each
+    vector's bound on ``|(x - mean) . q - scale * (codes . q)| / |q|``, and its reach,
+    ``scale * |codes|`` (the scan's bound for quantising the query too)."""
 
     def __init__(
         self,
@@ -367,6 +387,7 @@ class _Codes:
         self.int8 = np.zeros((cap, dims), dtype=np.int8)
         self.scale = np.zeros(cap, dtype=np.float32)
         self.bound = np.zeros(cap, dtype=np.float32)
+        self.reach = np.zeros(cap, dtype=np.float32)
         # Scratch for one search at a time (searches hold the index's lock).
         self._scratch: dict[str, npt.NDArray[np.generic]] = {}
 
@@ -382,6 +403,8 @@ class _Codes:
         codes.int8 = arrays["int8"]  # type: ignore[assignment]
         codes.scale = arrays["scale"]  # type: ignore[assignment]
         codes.bound = arrays["bound"]  # type: ignore[assignment]
+        reach = arrays.get("reach")
+        codes.reach = _reach(codes.int8, codes.scale) if reach is None else reach  # type: ignore[assignment]
         codes._scratch = {}
         return codes
 
@@ -394,6 +417,7 @@ class _Codes:
             "int8": self.int8[:n],
             "scale": self.scale[:n],
             "bound": self.bound[:n],
+            "reach": self.reach[:n],
         }
 
     @classmethod
@@ -422,6 +446,7 @@ class _Codes:
             self.int8 = int8
             self.scale = _grow(self.scale, cap)
             self.bound = _grow(self.bound, cap)
+            self.reach = _grow(self.reach, cap)
             self._scratch.clear()
 
     def encode_range(self, start: int, rows: npt.NDArray[np.float32], cap: int) -> None:
@@ -446,10 +471,10 @@ class _Codes:
         self.int8[at] = codes
         centred -= codes * scale[:, None]  # the quantisation error
         err = np.sqrt(np.einsum("ij,ij->i", centred, centred))
-        rounding = (
-            len(self.mean) * _DOT_ROUNDING * scale * np.sqrt(np.einsum("ij,ij->i", codes, codes))
-        )
+        reach = scale * np.sqrt(np.einsum("ij,ij->i", codes, codes))
+        rounding = len(self.mean) * _DOT_ROUNDING * reach
         self.scale[at] = scale
+        self.reach[at] = reach * (1 + 1e-5)  # rounded up, as the bound
         # Rounded up a little so float32 arithmetic in the bound itself cannot undercut.
         self.bound[at] = (err + rounding) * (1 + 1e-5) + 1e-7
 
@@ -459,6 +484,7 @@ class _Codes:
         self.int8 = self.int8[:n][keep].copy()
         self.scale = self.scale[:n][keep].copy()
         self.bound = self.bound[:n][keep].copy()
+        self.reach = self.reach[:n][keep].copy()
         self._scratch.clear()
 
     def _buffer(self, name: str, shape: tuple[int, ...], dtype: type[_G]) -> npt.NDArray[_G]:
@@ -467,6 +493,66 @@ class _Codes:
             buf = np.empty(shape, dtype=dtype)
             self._scratch[name] = buf
         return buf[: shape[0]]  # type: ignore[return-value]
+
+    def scan(
+        self,
+        q: npt.NDArray[np.float32],
+        k: int,
+        n: int,
+        idx: npt.NDArray[np.intp] | None,
+        mask: npt.NDArray[np.bool_] | None,
+    ) -> npt.NDArray[np.intp] | None:
+        """Rows that can hold the top ``k`` by ``q`` (a superset of the float32 top
+        ``k``: rescore and rank them), by scoring every allowed row with its int8 codes.
+
+        ``idx``: the allowed rows, gathered first (a filter that leaves few); else all
+        of the first ``n`` rows, minus those ``mask`` excludes. The query is quantised
+        to int8 too, so each score ``s * (codes . qi)`` (``s`` the row's scale times the
+        query's) is within ``bound * |q| + reach * |q - qs * qi|`` (plus rounding) of the
+        centred dot product. None when the query is zero (nothing to rank by).
+        """
+        peak = float(np.abs(q).max(initial=0.0))
+        if not peak > 0 or not math.isfinite(peak):
+            return None
+        q_scale = peak / 127.0
+        qi = np.rint(q / np.float32(q_scale)).astype(np.int8)
+        resid = float(np.linalg.norm(q.astype(np.float64) - qi.astype(np.float64) * q_scale))
+        qnorm = float(np.linalg.norm(q.astype(np.float64)))
+        # |approx| <= reach * q_scale * |qi|: the rounding term rides on the reach.
+        qi_norm = q_scale * float(np.linalg.norm(qi.astype(np.float64)))
+        per_bound = np.float32(qnorm * (1 + 1e-6))
+        per_reach = np.float32((resid + _SCAN_ROUNDING * qi_norm) * (1 + 1e-6))
+        if idx is None:
+            m = n
+            codes, scale = self.int8[:n], self.scale[:n]
+            bound, reach = self.bound[:n], self.reach[:n]
+        else:
+            m = len(idx)
+            codes = np.take(
+                self.int8, idx, axis=0, out=self._buffer("gather", (m, len(q)), np.int8)
+            )
+            scale, bound, reach = self.scale[idx], self.bound[idx], self.reach[idx]
+        approx = self._buffer("approx", (m,), np.float32)
+        _simd.int8_dots(qi, codes, approx)
+        slack = self._buffer("slack", (m,), np.float32)
+        np.multiply(bound, per_bound, out=slack)
+        work = self._buffer("work", (m,), np.float32)
+        np.multiply(reach, per_reach, out=work)
+        slack += work
+        np.multiply(scale, np.float32(q_scale), out=work)
+        approx *= work
+        np.subtract(approx, slack, out=work)  # lower bounds
+        if mask is not None:
+            work[~mask[:n]] = -np.inf
+        if m <= k:
+            rows = np.flatnonzero(work > -np.inf)
+        else:
+            kth = _kth_largest(work, k)
+            approx += slack  # upper bounds
+            rows = np.flatnonzero(approx >= kth)
+            if mask is not None:
+                rows = rows[mask[rows]]
+        return rows if idx is None else idx[rows]
 
     def search(
         self,
@@ -569,8 +655,16 @@ def search_rows(
     # when they exist and it leaves enough rows for a float32 gather to cost more
     # (FILTERED_CODES_FROM): e.g. the preference leg's ~20% of the store.
     codes_from = min(quantize_from, FILTERED_CODES_FROM)
-    if quant is not None and searched >= codes_from and 4 * k <= shortlist:
+    coded = quant is not None and searched >= codes_from
+    rows = None
+    if coded and _simd.ENABLED and 4 * k <= searched:
+        assert quant is not None
+        gather = idx is not None and 2 * len(idx) < n  # else one pass, masked
+        rows = quant.scan(q, k, n, idx if gather else None, None if gather else mask)
+    elif coded and _HAS_POPCOUNT and 4 * k <= shortlist:
+        assert quant is not None
         rows = quant.search(q, k, n, mask, shortlist)
+    if rows is not None:
         scores = row_dots(matrix[rows], q)
     elif idx is None:
         rows, scores = None, row_dots(matrix[:n], q)
@@ -583,6 +677,18 @@ def search_rows(
     held = ids[:n] if rows is None else ids[rows]
     top = _top_k(scores, held, k)
     return [(int(i), float(s)) for i, s in zip(held[top], scores[top], strict=True)]
+
+
+def _reach(int8: npt.NDArray[np.int8], scale: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Each row's ``scale * |codes|`` (rounded up as :meth:`_Codes._encode` does), for
+    codes published before they carried it."""
+    out = np.empty(len(int8), dtype=np.float32)
+    for lo in range(0, len(int8), _BLOCK):
+        block = np.asarray(int8[lo : lo + _BLOCK], dtype=np.float32)
+        out[lo : lo + len(block)] = np.sqrt(np.einsum("ij,ij->i", block, block))
+    out *= np.asarray(scale, dtype=np.float32)
+    out *= np.float32(1 + 1e-5)
+    return out
 
 
 def _kth_largest(values: npt.NDArray[np.float32], k: int) -> float:

@@ -42,7 +42,7 @@ from mindfile.storage.db import Database
 from mindfile.vector.ann import AnnBackend, AnnIndex, BaseReader
 from mindfile.vector.ann_disk import Manifest, RowBatch, fsync_dir, load_array
 from mindfile.vector.exact import (
-    _HAS_POPCOUNT,
+    _CODES_USABLE,
     BITS,
     CODE_ARRAYS,
     QUANTIZE_FROM,
@@ -84,7 +84,11 @@ class _Rows:
             raise ValueError(f"{where.name}: vectors are not {dims}-dimensional float32")
         codes = None
         if meta.get("fitted_on"):
-            arrays = {name: load_array(where / f"{name}.npy") for name in CODE_ARRAYS}
+            arrays = {
+                name: load_array(where / f"{name}.npy")
+                for name in CODE_ARRAYS
+                if name != "reach" or (where / "reach.npy").exists()  # older generations
+            }
             if arrays["bits"].shape != (BITS // 64, count) or len(arrays["int8"]) != count:
                 raise ValueError(f"{where.name}: codes disagree with the vectors")
             codes = _Codes.from_arrays(arrays, int(meta["fitted_on"]))
@@ -275,7 +279,7 @@ class ExactDiskBackend(AnnBackend):
         """The new generation's codes (0: none, below the threshold). Rows kept from a
         base whose centre still fits (not yet doubled) keep their codes; the others are
         encoded. Returns the row count the centre was fitted on."""
-        if n < self._quantize_from or not _HAS_POPCOUNT:
+        if n < self._quantize_from or not _CODES_USABLE:
             return 0
         prior = old.codes
         if prior is None or n >= REFIT_GROWTH * prior.fitted_on:
@@ -293,6 +297,7 @@ class ExactDiskBackend(AnnBackend):
                 "int8": _open_out(tmp / "int8.npy", np.int8, (n, self._dims)),
                 "scale": _open_out(tmp / "scale.npy", np.float32, (n,)),
                 "bound": _open_out(tmp / "bound.npy", np.float32, (n,)),
+                "reach": _open_out(tmp / "reach.npy", np.float32, (n,)),
             },
             prior.fitted_on,
         )
@@ -307,6 +312,7 @@ class ExactDiskBackend(AnnBackend):
             codes.int8[at[from_old]] = prior.int8[src]
             codes.scale[at[from_old]] = prior.scale[src]
             codes.bound[at[from_old]] = prior.bound[src]
+            codes.reach[at[from_old]] = prior.reach[src]
             fresh.append(at[~from_old])
         rows = np.concatenate(fresh) if fresh else np.zeros(0, np.intp)
         for lo in range(0, len(rows), _COPY):
@@ -314,7 +320,7 @@ class ExactDiskBackend(AnnBackend):
             codes.encode_at(at, np.asarray(vectors[at]))
         np.save(tmp / "mean.npy", np.asarray(prior.mean))
         np.save(tmp / "proj.npy", np.asarray(prior.proj))
-        for name in ("bits", "int8", "scale", "bound"):
+        for name in ("bits", "int8", "scale", "bound", "reach"):
             getattr(codes, name).flush()
         return prior.fitted_on
 
