@@ -26,9 +26,9 @@ search after the ingest of 0.6-7.7 s instead of 16 s.
   due, then one page each of statement flags and word pieces (token match), so a pass
   returns to BM25 within seconds. When the writes pause (:data:`POLL_SECONDS`) it
   publishes what is new at once, BM25 first and as an L0 generation (the quickest to
-  write: until it is out, searches rank the newest chunks with FTS5), then the rest of
-  the flags and word pieces and the vector index; after :data:`COMPACT_AFTER` it folds
-  the BM25 L0 generation into the base.
+  write: until it is out, searches rank the newest chunks with FTS5), then the vector
+  index (in a second thread) while it writes the rest of the flags and word pieces;
+  after :data:`COMPACT_AFTER` it folds the BM25 L0 generation into the base.
 - It exits when no chunk arrived for :data:`IDLE_SECONDS`, when its stdin closes (the
   engine closed, or its process died), or after a failure (logged to stderr, which is
   discarded: the indexes then catch up in the searching process as before).
@@ -87,6 +87,7 @@ def publisher_for(
     publish something (a writable SQLite store file, and a BM25 index or a vector index
     with published generations), else None. While the helper runs, ``lexical`` and
     ``index`` defer their own builds and merges to it (their ``deferred``)."""
+    from mindfile.retrieve.preferences import defer_to as defer_statements
     from mindfile.retrieve.token_match import defer_to as defer_token_sets
     from mindfile.storage.db import Database
     from mindfile.vector.ann import AnnIndex
@@ -104,6 +105,7 @@ def publisher_for(
     if lexical is not None:
         lexical.deferred = deferred  # type: ignore[method-assign]
     defer_token_sets(db, deferred)  # token match's word pieces, too
+    defer_statements(db, deferred)  # and the statement flags (preference recall)
     if isinstance(index, AnnIndex):
         index.deferred = deferred  # type: ignore[method-assign]
         publisher.follow = index.follow
@@ -325,13 +327,28 @@ def serve(path: str, vector_index: str | None) -> int:
                 # the chunks it adds with FTS5 (~20 ms a search for 25k chunks at 117k).
                 # The full merge follows after COMPACT_AFTER.
                 lexical.publish(quick=True)
-                backfill(db, pause=0.0)  # the last chunks' statement flags
-                if matcher is not None:  # the word pieces of the last chunks
-                    backfill_token_sets(db, matcher, pause=0.0)
+                # The vector generation, in a thread beside the flags and word pieces:
+                # mostly numpy and file writes, it overlaps their Python. Left for
+                # after them, it came ~10 s after a 117k ingest under a busy searching
+                # process (this one runs at idle priority), which meanwhile searched a
+                # 22k-row float32 delta (+0.7 ms a search) and read it back from SQLite
+                # in every new process.
+                merging = None
                 if index is not None and _vector_due(index, high, final=True):
                     # Wait for the build lock: a searching process may hold it for a
                     # moment (it removes old generations), and this is the last chance.
-                    index.merge(blocking=True)
+                    merging = threading.Thread(
+                        target=index.merge,
+                        kwargs={"blocking": True},
+                        name="mindfile-publish-vectors",
+                        daemon=True,
+                    )
+                    merging.start()
+                backfill(db, pause=0.0)  # the last chunks' statement flags
+                if matcher is not None:  # the word pieces of the last chunks
+                    backfill_token_sets(db, matcher, pause=0.0)
+                if merging is not None:
+                    merging.join()
                 continue
             if not compacted and quiet >= COMPACT_AFTER:
                 # The ingest is over: fold the BM25 L0 generation into the base now, at

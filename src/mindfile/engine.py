@@ -34,6 +34,7 @@ from mindfile.manage import quota as _quota
 from mindfile.manage.importance import expires_at as _expires_at
 from mindfile.retrieve.lexical import Bm25Index
 from mindfile.retrieve.preferences import backfill as backfill_statements
+from mindfile.retrieve.preferences import deferred as statements_deferred
 from mindfile.retrieve.reranker import Reranker, check_reranker
 from mindfile.retrieve.token_match import backfill as backfill_token_sets
 from mindfile.retrieve.token_match import deferred as token_sets_deferred
@@ -498,7 +499,8 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI, SearchA
         if self.lexical is not None:
             self.lexical.warm()
         if not self.read_only:  # the chunks written unclassified (preference recall)
-            backfill_statements(self.db)
+            if not statements_deferred(self.db):  # else the publisher classifies them
+                backfill_statements(self.db)
             matcher = matcher_for(self.embedder)
             if matcher is not None and not token_sets_deferred(self.db):
                 backfill_token_sets(self.db, matcher)  # and their word pieces (token match)

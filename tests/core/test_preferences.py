@@ -424,6 +424,30 @@ def test_the_backfill_goes_a_page_at_a_time_when_asked(
     assert None not in _flags(mem).values()
 
 
+def test_while_a_helper_classifies_this_process_starts_no_backfill(
+    mem_static: mindfile.Mindfile,
+) -> None:
+    """``defer_to``: while the bulk ingest's publisher classifies the store, neither a
+    recommendation search nor the idle follower starts a backfill here (it took the
+    interpreter from the searches for seconds); once the helper is gone, they do."""
+    mem = mem_static
+    mem.store_many(_chat(40))
+    assert search_store(mem.db).has_unclassified()
+    helper = [True]
+    preferences.defer_to(mem.db, lambda: helper[0])
+    assert preferences.deferred(mem.db)
+    mem.search("Can you recommend a video editing course?")
+    preferences.store_marks(mem.db, wait=False)
+    mem._follow_indexes()
+    time.sleep(0.2)
+    assert search_store(mem.db).has_unclassified()
+    assert not preferences._state(mem.db).lock.locked()  # no backfill thread either
+    helper[0] = False
+    assert not preferences.deferred(mem.db)
+    mem._follow_indexes()  # the follower classifies now (in its thread: here, inline)
+    assert not search_store(mem.db).has_unclassified()
+
+
 def test_two_engines_backfilling_one_store_at_once_agree(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -282,9 +282,10 @@ def test_backlog_searches_never_rank_a_chunk_twice_while_the_index_catches_up(
 
 @pytest.mark.skipif(not _publish.publisher_allowed(), reason="helper processes are off here")
 def test_the_helper_stores_the_word_pieces_of_a_bulk_ingest(tmp_path: Path) -> None:
-    """With the bundled model, the helper also fills chunks.token_set (token match), and
-    the ingesting process leaves that to it while it runs."""
-    from mindfile.retrieve import token_match
+    """With the bundled model, the helper also fills chunks.token_set (token match) and
+    the statement flags, and the ingesting process leaves both to it while it runs."""
+    from mindfile.index.statements import is_user_statement
+    from mindfile.retrieve import preferences, token_match
 
     path = tmp_path / "tok.db"
     mem = mindfile.open(path, vector_index="exact")
@@ -294,8 +295,14 @@ def test_the_helper_stores_the_word_pieces_of_a_bulk_ingest(tmp_path: Path) -> N
         mem.store_many(_events(start, 500))
     assert mem._publisher.started == 1
     assert token_match.deferred(mem.db) == mem._publisher.running
+    assert preferences.deferred(mem.db) == mem._publisher.running
     assert mem._publisher.wait(60)
     assert not token_match.deferred(mem.db)
+    assert not preferences.deferred(mem.db)
+    # ... and the statement flags (preference recall), classified as this process would
+    flags = mem.db.query("SELECT chunk_text, metadata_json, user_statement FROM chunks")
+    assert flags and all(f is not None for _, _, f in flags)
+    assert [bool(f) for _, _, f in flags] == [is_user_statement(t, m) for t, m, _ in flags]
     rows = mem.db.query("SELECT chunk_text, token_set FROM chunks")
     matcher = token_match.matcher_for(mem.embedder)
     assert matcher is not None and rows

@@ -10,7 +10,6 @@ uses its numpy stages instead: the same results, ~1 ms slower at 117k vectors.
 from __future__ import annotations
 
 import os
-
 from types import ModuleType
 
 import numpy as np
