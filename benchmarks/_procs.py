@@ -49,8 +49,12 @@ def disk_bytes(path: Path) -> int:
 
 def settle(eng: Any, timeout: float = 300.0) -> float:
     """Wait until the derived indexes are built (BM25 caught up, the exact index's
-    codes installed); returns the seconds waited."""
+    codes installed) and a bulk ingest's helper processes are done (the statement
+    flags and word pieces written); returns the seconds waited."""
     t0 = time.perf_counter()
+    publisher = getattr(eng, "_publisher", None)
+    if publisher is not None:
+        publisher.wait(timeout)
     lexical = getattr(eng, "lexical", None)
     if lexical is not None:
         lexical.size()

@@ -7,31 +7,39 @@ needs; benchmarks/README.md). Left for later, though, the work landed on the fir
 searches after the ingest: the ingesting process read every new vector back and ranked
 with FTS5 for seconds while its BM25 delta was built.
 
-So once a process has written :data:`START_AFTER` chunks without a pause, it starts one
-helper process (``python -m mindfile._publish STORE KIND``) that opens the same store
-file, reads the committed chunks, and publishes BM25 generations and the vector index's
-generations (exact, zvec, lancedb) as they grow, and classifies the new chunks for
-preference recall (:func:`mindfile.retrieve.preferences.backfill`), at the lowest CPU
-priority, on the machine's other core. The writer never waits for it; when the ingest
+So once a process has written :data:`START_AFTER` chunks without a pause, it starts two
+helper processes (``python -m mindfile._publish STORE ROLE [KIND]``) that open the same
+store file and read the committed chunks, at the lowest CPU priority, on the machine's
+other core: the ``index`` helper publishes BM25 generations and the vector index's
+generations (exact, zvec, lancedb) as they grow; the ``flags`` helper classifies the new
+chunks for preference recall (:func:`mindfile.retrieve.preferences.backfill`) and
+stores their word pieces for token match. Two processes, because each job is bound to
+one interpreter's lock: one helper doing all of it left ~85k of a 117k ingest's chunks
+unclassified when the ingest ended. The writer never waits for them; when the ingest
 ends, the writing process (and any other) finds published generations covering all but
 the last chunks and maps them instead of building them. The cost: at 1M chunks the
-ingest ran 5-9% slower beside it (its reads keep the WAL from being reset, and exact
-generations are rewritten as the base grows; benchmarks/README.md), against a first
-search after the ingest of 0.6-7.7 s instead of 16 s.
+ingest ran 5-9% slower beside the (then single) helper (its reads keep the WAL from
+being reset, and exact generations are rewritten as the base grows;
+benchmarks/README.md), against a first search after the ingest of 0.6-7.7 s instead of
+16 s.
 
-- The helper reads the database and writes under ``<store>.index/``, taking the same
-  build locks as any process that publishes (one publisher at a time per folder); its
-  only database writes are the statement flags (short transactions of 2,000 rows).
-- While the writes go on, each pass publishes BM25 when due, then the vector index when
-  due, then one page each of statement flags and word pieces (token match), so a pass
-  returns to BM25 within seconds. When the writes pause (:data:`POLL_SECONDS`) it
-  publishes what is new at once, BM25 first and as an L0 generation (the quickest to
-  write: until it is out, searches rank the newest chunks with FTS5), then the vector
-  index (in a second thread) while it writes the rest of the flags and word pieces;
-  after :data:`COMPACT_AFTER` it folds the BM25 L0 generation into the base.
-- It exits when no chunk arrived for :data:`IDLE_SECONDS`, when its stdin closes (the
-  engine closed, or its process died), or after a failure (logged to stderr, which is
-  discarded: the indexes then catch up in the searching process as before).
+- The helpers read the database and write under ``<store>.index/``, taking the same
+  build locks as any process that publishes (one publisher at a time per folder); their
+  only database writes are the statement flags and word pieces (short transactions of
+  2,000 rows).
+- While it runs, a helper holds a shared lock on ``<store>.index/publisher-<role>.lock``:
+  every process on the store (not only the one that started it) leaves that role's work
+  to it (:func:`helper_running`) instead of doing it again in its own interpreter.
+- While the writes go on, the index helper publishes BM25 when due, then the vector
+  index when due. When the writes pause (:data:`POLL_SECONDS`) it publishes what is new
+  at once, BM25 first and as an L0 generation (the quickest to write: until it is out,
+  searches rank the newest chunks with FTS5), then the vector index; after
+  :data:`COMPACT_AFTER` it folds the BM25 L0 generation into the base. The flags
+  helper works a page of each kind at a time until none is left.
+- A helper exits when no chunk arrived for :data:`IDLE_SECONDS` (and, for the flags
+  helper, none is left to do), when its stdin closes (the engine closed, or its process
+  died), or after a failure (logged to stderr, which is discarded: the indexes then
+  catch up in the searching process as before).
 - ``MINDFILE_PUBLISHER=0`` turns it off; it is off on one-CPU machines, in frozen
   applications, for in-memory, read-only and Postgres stores, and with
   ``lexical_index="fts5"`` and an index that publishes nothing (sqlite-vec).
@@ -40,6 +48,7 @@ search after the ingest of 0.6-7.7 s instead of 16 s.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import select
@@ -47,7 +56,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mindfile._helpers import helper_processes_allowed
@@ -56,7 +66,15 @@ if TYPE_CHECKING:
     from mindfile.retrieve.lexical import Bm25Index
     from mindfile.vector.ann import AnnIndex
 
-__all__ = ["IDLE_SECONDS", "START_AFTER", "Publisher", "publisher_allowed", "publisher_for"]
+__all__ = [
+    "IDLE_SECONDS",
+    "ROLES",
+    "START_AFTER",
+    "Publisher",
+    "helper_running",
+    "publisher_allowed",
+    "publisher_for",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +91,11 @@ COMPACT_AFTER = 1.0
 #: The helper's niceness where ``SCHED_IDLE`` is missing (it publishes with the CPU the
 #: ingest leaves).
 NICE = 10
+#: The two helpers of a bulk ingest: ``index`` publishes BM25 and the vector index,
+#: ``flags`` writes the statement flags and word pieces. Each is Python-bound (the GIL):
+#: one process doing both kept up with neither, leaving ~85k of a 117k ingest's chunks
+#: unclassified when it ended (benchmarks/README.md, "After a bulk ingest").
+ROLES = ("index", "flags")
 
 
 def publisher_allowed() -> bool:
@@ -98,18 +121,72 @@ def publisher_for(
     if kind is None and lexical is None:
         return None
     publisher = Publisher(path, kind)
+    folder = Path(f"{path}.index")
 
-    def deferred() -> bool:
-        return publisher.running
+    def index_deferred() -> bool:  # this engine's helper, or another process's
+        return publisher.role_running("index") or helper_running(folder, "index")
+
+    def flags_deferred() -> bool:
+        return publisher.role_running("flags") or helper_running(folder, "flags")
 
     if lexical is not None:
-        lexical.deferred = deferred  # type: ignore[method-assign]
-    defer_token_sets(db, deferred)  # token match's word pieces, too
-    defer_statements(db, deferred)  # and the statement flags (preference recall)
+        lexical.deferred = index_deferred  # type: ignore[method-assign]
+    defer_token_sets(db, flags_deferred)  # token match's word pieces
+    defer_statements(db, flags_deferred)  # and the statement flags (preference recall)
     if isinstance(index, AnnIndex):
-        index.deferred = deferred  # type: ignore[method-assign]
+        index.deferred = index_deferred  # type: ignore[method-assign]
         publisher.follow = index.follow
     return publisher
+
+
+#: How long :func:`helper_running`'s answer is reused (it is asked on searches).
+_RUNNING_TTL = 0.25
+_running_cache: dict[tuple[Path, str], tuple[float, bool]] = {}
+
+
+def helper_running(folder: Path, role: str) -> bool:
+    """Whether a helper of ``role`` (``"index"``: BM25 and vector generations;
+    ``"flags"``: statement flags and word pieces) runs on the store whose index folder
+    is ``folder``, started by any process: it holds a shared lock on
+    ``<folder>/publisher-<role>.lock`` for as long as it runs. Other processes then
+    leave that work to it rather than do it again in their own interpreter (their
+    searches would wait for it). Cached for :data:`_RUNNING_TTL` seconds."""
+    key = (folder, role)
+    now = time.monotonic()
+    hit = _running_cache.get(key)
+    if hit is not None and now - hit[0] < _RUNNING_TTL:
+        return hit[1]
+    running = _lock_held(folder / f"publisher-{role}.lock")
+    _running_cache[key] = (now, running)
+    return running
+
+
+def _lock_held(path: Path) -> bool:
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:  # no helper ever ran here
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # releases the probe's lock, if it got one
+    return False
+
+
+@contextlib.contextmanager
+def _holding_role(folder: Path, role: str) -> Iterator[None]:
+    """Hold the shared lock :func:`helper_running` probes, while the helper runs."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / f"publisher-{role}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
 
 
 class Publisher:
@@ -123,7 +200,8 @@ class Publisher:
         self._lock = threading.Lock()
         self._pending = 0
         self._last_write = 0.0
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: subprocess.Popen[bytes] | None = None  # the "index" role
+        self._flags_proc: subprocess.Popen[bytes] | None = None  # the "flags" role
         self._closed = False
         self._pid = os.getpid()
         #: Helpers started so far (for tests and ``info()``).
@@ -134,7 +212,11 @@ class Publisher:
 
     @property
     def running(self) -> bool:
-        proc = self._proc
+        """Whether a helper of this engine runs (either role)."""
+        return self.role_running("index") or self.role_running("flags")
+
+    def role_running(self, role: str) -> bool:
+        proc = self._proc if role == "index" else self._flags_proc
         return proc is not None and proc.poll() is None
 
     def wrote(self, chunks: int) -> None:
@@ -159,50 +241,64 @@ class Publisher:
                 self._pending = 0  # a pause: the idle follower caught up what came before
             self._last_write = now
             self._pending += chunks
-            if self._pending < self._start_after or self.running:
+            index, flags = self.role_running("index"), self.role_running("flags")
+            if self._pending < self._start_after or (index and flags):
                 return
             self._pending = 0
-            self._reap()
-            argv = [sys.executable, "-m", "mindfile._publish", self._path]
-            if self._vector_index is not None:
-                argv.append(self._vector_index)
-            try:
-                self._proc = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    close_fds=True,
-                )
+            try:  # each role that is not running (one may have died or finished)
+                if not index:
+                    self._reap("index")
+                    self._proc = self._spawn("index")
+                if not flags:
+                    self._reap("flags")
+                    self._flags_proc = self._spawn("flags")
             except OSError as exc:  # no helper: the indexes catch up at the next search
                 logger.warning("could not start the index publisher: %s", exc)
                 self._closed = True
                 return
             self.started += 1
 
-    def _reap(self) -> None:
-        proc, self._proc = self._proc, None
+    def _spawn(self, role: str) -> subprocess.Popen[bytes]:
+        argv = [sys.executable, "-m", "mindfile._publish", self._path, role]
+        if self._vector_index is not None:
+            argv.append(self._vector_index)
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+        )
+
+    def _reap(self, role: str) -> None:
+        if role == "index":
+            proc, self._proc = self._proc, None
+        else:
+            proc, self._flags_proc = self._flags_proc, None
         if proc is not None:
             _stop(proc, wait=0.0)
 
     def wait(self, timeout: float) -> bool:
-        """Wait until the helper has exited (tests, benchmarks); True if none runs."""
-        proc = self._proc
-        if proc is None:
-            return True
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return False
+        """Wait until the helpers have exited (tests, benchmarks); True if none runs."""
+        end = time.monotonic() + timeout
+        for proc in (self._proc, self._flags_proc):
+            if proc is None:
+                continue
+            try:
+                proc.wait(max(0.0, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                return False
         return True
 
     def close(self, timeout: float = 2.0) -> None:
-        """Tell the helper to stop after the generation it is writing (if any)."""
+        """Tell the helpers to stop after the generation or page they are writing."""
         with self._lock:
             self._closed = True
-            proc, self._proc = self._proc, None
-        if proc is not None:
-            _stop(proc, wait=timeout)
+            procs = (self._proc, self._flags_proc)
+            self._proc = self._flags_proc = None
+        for proc in procs:
+            if proc is not None:
+                _stop(proc, wait=timeout)
 
 
 def _stop(proc: subprocess.Popen[bytes], *, wait: float) -> None:
@@ -235,11 +331,15 @@ def _parent_gone() -> bool:
         return True
 
 
-def _yield_cpu() -> None:
-    """Run at the lowest CPU priority: ``SCHED_IDLE`` where there is one (Linux: the
-    helper runs only when a core would otherwise idle), else niceness :data:`NICE`."""
+def _yield_cpu(role: str) -> None:
+    """Run at a low CPU priority: the index helper at niceness :data:`NICE` (it yields
+    to the ingest and to searches, but not to the flags helper), the flags helper at
+    the lowest, ``SCHED_IDLE`` where there is one (Linux: it runs only when a core
+    would otherwise idle), else niceness :data:`NICE` too. Both at ``SCHED_IDLE``
+    shared what CPU the ingest left: the index helper fell ~70k vectors and the BM25
+    tail behind, and the first searches after a 117k ingest took ~40 ms for 12 s."""
     idle = getattr(os, "SCHED_IDLE", None)
-    if idle is not None:
+    if idle is not None and role == "flags":
         with contextlib.suppress(OSError, AttributeError):
             os.sched_setscheduler(0, idle, os.sched_param(0))
             return
@@ -276,30 +376,45 @@ def _token_matcher(db: Any) -> Any:
     return matcher_for(StaticEmbedder(worker=False))
 
 
-def serve(path: str, vector_index: str | None) -> int:
-    """The helper's loop: publish, wait for more chunks, stop when idle or told to."""
-    from mindfile.retrieve.lexical import Bm25Index
-    from mindfile.retrieve.preferences import backfill
-    from mindfile.retrieve.token_match import backfill as backfill_token_sets
+def serve(path: str, role: str, vector_index: str | None) -> int:
+    """The helper's loop for ``role`` (:data:`ROLES`): work, wait for more chunks, stop
+    when idle or told to. Holds the role's lock meanwhile (:func:`helper_running`)."""
     from mindfile.storage.db import Database
+
+    if role not in ROLES:
+        raise SystemExit(f"unknown role {role!r}")
+    db = Database(path)
+    try:
+        with _holding_role(Path(f"{path}.index"), role):
+            _yield_cpu(role)  # the ingest comes first: work with the CPU it leaves
+            if role == "index":
+                _serve_index(db, vector_index)
+            else:
+                _serve_flags(db)
+    finally:
+        db.close()
+    return 0
+
+
+def _serve_index(db: Any, vector_index: str | None) -> None:
+    """Publish BM25 and the vector index as the chunks come, everything new when the
+    writes pause, and fold the BM25 L0 generation into the base once they are over."""
+    from mindfile.retrieve.lexical import Bm25Index
     from mindfile.storage.index_source import index_source
     from mindfile.storage.meta import DIMS_KEY, SqliteMetaStore
     from mindfile.vector import make_index
     from mindfile.vector.ann import AnnIndex
 
-    db = Database(path)
     lexical = index = None
     try:
         source = index_source(db)
         lexical = Bm25Index(db)
         dims = SqliteMetaStore(db).get(DIMS_KEY)
-        matcher = _token_matcher(db)
         if vector_index is not None and dims is not None:
             made = make_index(vector_index, db, int(dims))
             index = made if isinstance(made, AnnIndex) else None
             if index is None:
                 made.close()
-        _yield_cpu()  # the ingest comes first: publish with the CPU it leaves
         seen, settled, compacted = -1, True, True
         quiet_since = time.monotonic()
         while not _parent_gone():
@@ -310,13 +425,6 @@ def serve(path: str, vector_index: str | None) -> int:
                 lexical.publish(when_due=True)
                 if index is not None and _vector_due(index, high):
                     index.merge(blocking=False)
-                # The new chunks' statement flags (preference recall) and word pieces
-                # (token match), a page of each at a time: publishing comes first while
-                # the ingest runs (a pass returns to BM25 sooner); the rest once it pauses.
-                if not _parent_gone():
-                    backfill(db, pause=0.0, pages=1)
-                if matcher is not None and not _parent_gone():
-                    backfill_token_sets(db, matcher, pause=0.0, pages=1)
                 continue
             quiet = time.monotonic() - quiet_since
             if not settled and quiet >= POLL_SECONDS:
@@ -327,28 +435,10 @@ def serve(path: str, vector_index: str | None) -> int:
                 # the chunks it adds with FTS5 (~20 ms a search for 25k chunks at 117k).
                 # The full merge follows after COMPACT_AFTER.
                 lexical.publish(quick=True)
-                # The vector generation, in a thread beside the flags and word pieces:
-                # mostly numpy and file writes, it overlaps their Python. Left for
-                # after them, it came ~10 s after a 117k ingest under a busy searching
-                # process (this one runs at idle priority), which meanwhile searched a
-                # 22k-row float32 delta (+0.7 ms a search) and read it back from SQLite
-                # in every new process.
-                merging = None
                 if index is not None and _vector_due(index, high, final=True):
                     # Wait for the build lock: a searching process may hold it for a
                     # moment (it removes old generations), and this is the last chance.
-                    merging = threading.Thread(
-                        target=index.merge,
-                        kwargs={"blocking": True},
-                        name="mindfile-publish-vectors",
-                        daemon=True,
-                    )
-                    merging.start()
-                backfill(db, pause=0.0)  # the last chunks' statement flags
-                if matcher is not None:  # the word pieces of the last chunks
-                    backfill_token_sets(db, matcher, pause=0.0)
-                if merging is not None:
-                    merging.join()
+                    index.merge(blocking=True)
                 continue
             if not compacted and quiet >= COMPACT_AFTER:
                 # The ingest is over: fold the BM25 L0 generation into the base now, at
@@ -367,10 +457,34 @@ def serve(path: str, vector_index: str | None) -> int:
             index.close()
         if lexical is not None:
             lexical.close()
-        db.close()
-    return 0
+
+
+def _serve_flags(db: Any) -> None:
+    """Classify the new chunks for preference recall and store their word pieces
+    (token match), a page of each at a time, until no chunk arrived for a while and
+    none is left."""
+    from mindfile.retrieve.preferences import backfill
+    from mindfile.retrieve.token_match import backfill as backfill_token_sets
+    from mindfile.storage.index_source import index_source
+
+    source = index_source(db)
+    matcher = _token_matcher(db)
+    seen = -1
+    quiet_since = time.monotonic()
+    while not _parent_gone():
+        high = source.chunk_max_id()
+        if high != seen:
+            seen, quiet_since = high, time.monotonic()
+        done = backfill(db, pause=0.0, pages=1)
+        if matcher is not None and not _parent_gone():
+            done += backfill_token_sets(db, matcher, pause=0.0, pages=1)
+        if done:
+            continue
+        if time.monotonic() - quiet_since > IDLE_SECONDS:
+            break
+        time.sleep(POLL_SECONDS)
 
 
 if __name__ == "__main__":  # pragma: no cover - the child (tested through the engine)
     logging.basicConfig(level=logging.WARNING)
-    sys.exit(serve(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None))
+    sys.exit(serve(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None))

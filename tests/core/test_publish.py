@@ -185,12 +185,17 @@ def test_close_stops_the_helper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert mem._publisher is not None
     mem._publisher._start_after = 100
     mem.store_many(_events(0, 200))
-    proc = mem._publisher._proc
+    proc, flags = mem._publisher._proc, mem._publisher._flags_proc
     assert proc is not None and proc.poll() is None
-    if hasattr(os, "SCHED_IDLE"):  # it publishes only with CPU nothing else wants
-        assert _wait_for(lambda: os.sched_getscheduler(proc.pid) == os.SCHED_IDLE, 30)
+    assert flags is not None and flags.poll() is None
+    # The index helper yields to the ingest and to searches (niceness), the flags helper
+    # to everything (it works only with CPU nothing else wants).
+    assert _wait_for(lambda: os.getpriority(os.PRIO_PROCESS, proc.pid) == _publish.NICE, 30)
+    if hasattr(os, "SCHED_IDLE"):
+        assert _wait_for(lambda: os.sched_getscheduler(flags.pid) == os.SCHED_IDLE, 30)
     mem.close()
     assert _wait_for(lambda: proc.poll() is not None, 30)
+    assert _wait_for(lambda: flags.poll() is not None, 30)
 
 
 def test_a_pause_restarts_the_count(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -212,9 +217,12 @@ def test_a_pause_restarts_the_count(monkeypatch: pytest.MonkeyPatch) -> None:
     pub.wrote(6)  # 12 chunks, but not without a pause
     assert started == []
     pub.wrote(4)
-    assert len(started) == 1 and started[0][-2:] == ["store.db", "exact"]
-    pub.wrote(50)  # one helper at a time
-    assert len(started) == 1
+    assert [argv[-3:] for argv in started] == [
+        ["store.db", "index", "exact"],
+        ["store.db", "flags", "exact"],
+    ]
+    pub.wrote(50)  # one pair of helpers at a time
+    assert len(started) == 2
 
 
 def test_no_publisher_where_it_cannot_publish(
@@ -310,3 +318,30 @@ def test_the_helper_stores_the_word_pieces_of_a_bulk_ingest(tmp_path: Path) -> N
         assert blob is not None, "a chunk the helper left without its word pieces"
         assert bytes(blob) == matcher.token_sets([text])[0].astype("<u2").tobytes()
     mem.close()
+
+
+def test_every_process_on_the_store_defers_to_a_running_helper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A helper holds its role's lock while it runs; an engine that did not start it
+    (another process, here another engine) leaves that role's work to it too."""
+    from mindfile.retrieve import preferences, token_match
+
+    monkeypatch.setattr(_publish, "_RUNNING_TTL", 0.0)
+    path = tmp_path / "shared.db"
+    with mindfile.open(path, embedder="hash", vector_index="exact") as mem:
+        if mem._publisher is None:
+            pytest.skip("helper processes are off here")
+        mem.store_many(_events(0, 50))
+        folder = Path(f"{path}.index")
+        assert not _publish.helper_running(folder, "flags")
+        assert not preferences.deferred(mem.db) and not token_match.deferred(mem.db)
+        with _publish._holding_role(folder, "flags"):  # as the other process's helper does
+            assert _publish.helper_running(folder, "flags")
+            assert not _publish.helper_running(folder, "index")
+            assert preferences.deferred(mem.db) and token_match.deferred(mem.db)
+            assert mem.lexical is not None and not mem.lexical.deferred()
+        assert not preferences.deferred(mem.db) and not token_match.deferred(mem.db)
+        with _publish._holding_role(folder, "index"):
+            assert mem.lexical.deferred() and mem.index.deferred()  # type: ignore[attr-defined]
+        assert not mem.lexical.deferred()
