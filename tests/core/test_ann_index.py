@@ -420,6 +420,47 @@ def test_exact_base_with_codes_is_searched_like_the_heap_index(
             heap.close()
 
 
+def test_a_read_only_rowids_filter_is_located_once_per_generation(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mapped exact generation keeps the mask of the last read-only rowids array
+    (the preference leg's statements, the same array at every question): the same
+    answers as the oracle, the second time without locating the rowids again; a
+    writeable array (which could change) is never kept."""
+    monkeypatch.setattr(ExactDiskIndex, "quantize_from", 100)
+    dims = 32
+    with mindfile.open(db_path, embedder=f"hash:{dims}", vector_index="exact") as mem:
+        mem.store_many([(SESSIONS[i % 4], i, f"memory {i} of many") for i in range(3000)])
+        assert mem.index.size() == 3000
+        assert mem.index.size() == 3000
+        reader = index(mem)._reader
+        assert reader is not None
+        ids = np.array([r for (r,) in mem.db.query("SELECT id FROM chunks ORDER BY id")])
+        frozen = np.ascontiguousarray(ids[::3])
+        frozen.flags.writeable = False
+        located: list[int] = []
+        real = reader._positions  # type: ignore[attr-defined]
+
+        def spy(rowids: object) -> object:
+            located.append(1)
+            return real(rowids)
+
+        monkeypatch.setattr(reader, "_positions", spy)
+        allowed = set(frozen.tolist())
+        for seed in range(4):
+            got = mem.index.search(unit(seed, dims), 10, where=VectorFilter(rowids=frozen))
+            assert got and {r for r, _ in got} <= allowed
+            full = [h for h in oracle(mem, unit(seed, dims), 10**9) if h[0] in allowed]
+            assert_same_ranking(got, full, 10)
+        assert len(located) == 1
+        assert reader._allowed_for[0] is frozen  # type: ignore[attr-defined]
+        writeable = ids[1::3].copy()
+        mem.index.search(unit(9, dims), 10, where=VectorFilter(rowids=writeable))
+        mem.index.search(unit(9, dims), 10, where=VectorFilter(rowids=writeable))
+        assert len(located) == 3
+        assert reader._allowed_for[0] is frozen  # type: ignore[attr-defined]
+
+
 def test_exact_base_published_before_reach_is_searched_alike_then_upgraded(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

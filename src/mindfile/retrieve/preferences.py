@@ -304,6 +304,7 @@ def sorted_marks(db: AnyDatabase, marks: frozenset[int]) -> npt.NDArray[np.int64
         return memo[1]
     arr = np.fromiter(marks, dtype=np.int64, count=len(marks))
     arr.sort()
+    arr.flags.writeable = False  # shared by every question (an index may key on it)
     state.array = (marks, arr)  # replaced whole: read without a lock
     return arr
 

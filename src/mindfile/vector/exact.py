@@ -542,16 +542,18 @@ class _Codes:
         np.multiply(scale, np.float32(q_scale), out=work)
         approx *= work
         np.subtract(approx, slack, out=work)  # lower bounds
-        if mask is not None:
-            work[~mask[:n]] = -np.inf
-        if m <= k:
-            rows = np.flatnonzero(work > -np.inf)
+        allowed = None if mask is None else mask[:m]
+        # The k-th best lower bound among the allowed rows only: partitioning the whole
+        # array with the others at -inf made numpy's introselect crawl (1.7 ms at 117k).
+        lower = work if allowed is None else work[allowed]
+        if len(lower) <= k:
+            rows = np.arange(m) if allowed is None else np.flatnonzero(allowed)
         else:
-            kth = _kth_largest(work, k)
+            kth = _kth_largest(lower, k)
             approx += slack  # upper bounds
             rows = np.flatnonzero(approx >= kth)
-            if mask is not None:
-                rows = rows[mask[rows]]
+            if allowed is not None:
+                rows = rows[allowed[rows]]
         return rows if idx is None else idx[rows]
 
     def search(
@@ -659,7 +661,9 @@ def search_rows(
     rows = None
     if coded and _simd.ENABLED and 4 * k <= searched:
         assert quant is not None
-        gather = idx is not None and 2 * len(idx) < n  # else one pass, masked
+        # Gathering the allowed rows' codes costs more than scanning them all from
+        # ~25-30% of the rows (117k: 20% 1.0 vs 1.7 ms, 35% 2.5 vs 1.7 ms).
+        gather = idx is not None and 4 * len(idx) < n  # else one pass, masked
         rows = quant.scan(q, k, n, idx if gather else None, None if gather else mask)
     elif coded and _HAS_POPCOUNT and 4 * k <= shortlist:
         assert quant is not None

@@ -105,6 +105,10 @@ class _ExactReader(BaseReader):
         self._rows = rows
         self._quantize_from = quantize_from
         self._search_lock = threading.Lock()  # the codes' scratch buffers: one search
+        # The last read-only rowids filter and its mask (replaced whole): a preference
+        # leg passes the same array of statements at every recommendation question,
+        # and locating its 24k rowids in a 117k generation cost ~0.45 ms each time.
+        self._allowed_for: tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]] | None = None
 
     def scored_candidates(
         self,
@@ -121,9 +125,8 @@ class _ExactReader(BaseReader):
         if session_keys is not None:
             mask = np.isin(rows.keys, np.asarray(session_keys, dtype=np.int64))
         if rowids is not None:
-            allowed = np.zeros(n, dtype=np.bool_)
-            allowed[self._positions(rowids)] = True
-            mask = allowed if mask is None else mask & allowed
+            allowed = self._allowed(rowids, n)
+            mask = allowed.copy() if mask is None else mask & allowed
         if exclude:
             if mask is None:
                 mask = np.ones(n, dtype=np.bool_)
@@ -146,6 +149,20 @@ class _ExactReader(BaseReader):
             query, k, session_keys=session_keys, rowids=rowids, exclude=exclude
         )
         return [i for i, _ in hits]
+
+    def _allowed(
+        self, rowids: Sequence[int] | npt.NDArray[np.int64], n: int
+    ) -> npt.NDArray[np.bool_]:
+        """The rows ``rowids`` allow (do not modify it: it may be the cached one). Kept
+        for the next call when ``rowids`` is a read-only array (it cannot change)."""
+        cached = self._allowed_for
+        if cached is not None and cached[0] is rowids:
+            return cached[1]
+        allowed = np.zeros(n, dtype=np.bool_)
+        allowed[self._positions(rowids)] = True
+        if isinstance(rowids, np.ndarray) and not rowids.flags.writeable:
+            self._allowed_for = (rowids, allowed)
+        return allowed
 
     def _positions(self, rowids: Sequence[int] | npt.NDArray[np.int64]) -> npt.NDArray[np.intp]:
         """Rows holding these chunk ids (ids absent from the generation are skipped)."""
