@@ -381,21 +381,33 @@ def test_exact_keeps_its_vectors_in_memory_where_it_cannot_publish(
             check_all(mem)
 
 
+@pytest.fixture
+def small_codes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exact bases carry codes from 100 vectors on, and deltas from 200 are merged."""
+    monkeypatch.setattr(ExactDiskIndex, "quantize_from", 100)
+    monkeypatch.setattr(ExactDiskIndex, "min_delta", 200)
+    monkeypatch.setattr(ExactDiskIndex, "delta_fraction", 0.0)
+
+
+def published_with_codes(mem: mindfile.Mindfile, n: int = 3000) -> AnnIndex:
+    """Store ``n`` memories and publish then map an exact base with codes (the
+    threshold lowered by the caller)."""
+    mem.store_many([(SESSIONS[i % 4], i, f"memory {i} of many") for i in range(n)])
+    assert mem.index.size() == n  # publishes the base
+    assert mem.index.size() == n  # and maps it
+    assert index(mem)._reader is not None
+    return index(mem)
+
+
 def test_exact_base_with_codes_is_searched_like_the_heap_index(
-    db_path: Path, monkeypatch: pytest.MonkeyPatch
+    db_path: Path, small_codes: None
 ) -> None:
     """A base large enough for the codes (threshold lowered): published with them,
     mapped, searched through the three stages; merges copy kept rows' codes and encode
     new ones; results and scores equal the in-heap index's, filters included."""
-    monkeypatch.setattr(ExactDiskIndex, "quantize_from", 100)
-    monkeypatch.setattr(ExactDiskIndex, "min_delta", 200)
-    monkeypatch.setattr(ExactDiskIndex, "delta_fraction", 0.0)
     dims = 32
     with mindfile.open(db_path, embedder=f"hash:{dims}", vector_index="exact") as mem:
-        mem.store_many([(SESSIONS[i % 4], i, f"memory {i} of many") for i in range(3000)])
-        assert mem.index.size() == 3000  # publishes the base
-        assert mem.index.size() == 3000  # and maps it
-        base = index(mem)._reader
+        base = published_with_codes(mem)._reader
         assert base is not None and base._rows.codes is not None  # type: ignore[attr-defined]
         first = base.manifest
         # A merge: rewrite some, delete some, add some.
@@ -421,19 +433,15 @@ def test_exact_base_with_codes_is_searched_like_the_heap_index(
 
 
 def test_a_read_only_rowids_filter_is_located_once_per_generation(
-    db_path: Path, monkeypatch: pytest.MonkeyPatch
+    db_path: Path, monkeypatch: pytest.MonkeyPatch, small_codes: None
 ) -> None:
     """The mapped exact generation keeps the mask of the last read-only rowids array
     (the preference leg's statements, the same array at every question): the same
     answers as the oracle, the second time without locating the rowids again; a
     writeable array (which could change) is never kept."""
-    monkeypatch.setattr(ExactDiskIndex, "quantize_from", 100)
     dims = 32
     with mindfile.open(db_path, embedder=f"hash:{dims}", vector_index="exact") as mem:
-        mem.store_many([(SESSIONS[i % 4], i, f"memory {i} of many") for i in range(3000)])
-        assert mem.index.size() == 3000
-        assert mem.index.size() == 3000
-        reader = index(mem)._reader
+        reader = published_with_codes(mem)._reader
         assert reader is not None
         ids = np.array([r for (r,) in mem.db.query("SELECT id FROM chunks ORDER BY id")])
         frozen = np.ascontiguousarray(ids[::3])
@@ -462,20 +470,14 @@ def test_a_read_only_rowids_filter_is_located_once_per_generation(
 
 
 def test_exact_base_published_before_reach_is_searched_alike_then_upgraded(
-    db_path: Path, monkeypatch: pytest.MonkeyPatch
+    db_path: Path, small_codes: None
 ) -> None:
     """A generation whose codes lack ``reach.npy`` (published before the int8 scan) is
     still used: the reach is computed when mapped, results equal the oracle's, and the
     next merge writes a generation with it."""
-    monkeypatch.setattr(ExactDiskIndex, "quantize_from", 100)
-    monkeypatch.setattr(ExactDiskIndex, "min_delta", 200)
-    monkeypatch.setattr(ExactDiskIndex, "delta_fraction", 0.0)
     dims = 32
     with mindfile.open(db_path, embedder=f"hash:{dims}", vector_index="exact") as mem:
-        mem.store_many([(SESSIONS[i % 4], i, f"memory {i} of many") for i in range(3000)])
-        assert mem.index.size() == 3000
-        assert mem.index.size() == 3000
-        base = index(mem)._reader
+        base = published_with_codes(mem)._reader
         assert base is not None
         generation = index(mem).folder / base.manifest.generation
         expected = [mem.index.search(unit(seed, dims), 10) for seed in range(10)]

@@ -24,6 +24,7 @@ from hypothesis.stateful import run_state_machine_as_test
 import mindfile
 import mindfile.vector as vector_mod
 from mindfile.vector import _simd, exact
+from mindfile.vector.base import row_dots
 from mindfile.vector.exact import ExactIndex, _Codes, _top_k
 
 from .test_vector_index import DIMS, IndexMachine, check, unit
@@ -97,6 +98,18 @@ def clustered(n: int, dims: int, seed: int) -> npt.NDArray[np.float32]:
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
+def near_queries(
+    x: npt.NDArray[np.float32], seed: int, n: int = 6
+) -> list[npt.NDArray[np.float32]]:
+    """``n`` unit queries, each a random row of ``x`` moved a little."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        q = x[rng.integers(len(x))] + 0.02 * rng.standard_normal(x.shape[1]).astype(np.float32)
+        out.append(q / np.linalg.norm(q))
+    return out
+
+
 def hamming(quant: _Codes, q: npt.NDArray[np.float32], n: int) -> npt.NDArray[np.int64]:
     qbits = np.unpackbits(np.packbits((q - quant.mean) @ quant.proj > 0))
     rows = np.unpackbits(quant.bits[:, :n].T.copy().view(np.uint8), axis=1)
@@ -125,16 +138,14 @@ def test_bounds_keep_every_row_of_the_exact_top_k(k: int) -> None:
     quant = _Codes.fit(x, len(x), lambda: False)
     assert quant is not None
     rng = np.random.default_rng(2)
-    for trial in range(6):
-        q = x[rng.integers(len(x))] + 0.02 * rng.standard_normal(256).astype(np.float32)
-        q /= np.linalg.norm(q)
+    for trial, q in enumerate(near_queries(x, 2)):
         mask = None if trial % 2 == 0 else rng.random(len(x)) < 0.7
         allowed = np.arange(len(x)) if mask is None else np.flatnonzero(mask)
         rows = quant.search(q, k, len(x), mask, len(x))  # every allowed row shortlisted
         assert len(rows) < len(allowed) // 2  # the bounds prune
         assert set(rows) <= set(allowed)
-        expected = allowed[_top_k(x[allowed] @ q, ids[allowed], k)]
-        got = rows[_top_k(x[rows] @ q, ids[rows], k)]
+        expected = allowed[_top_k(row_dots(x[allowed], q), ids[allowed], k)]
+        got = rows[_top_k(row_dots(x[rows], q), ids[rows], k)]
         assert np.array_equal(got, expected)
 
 
@@ -145,7 +156,7 @@ def test_a_short_shortlist_still_finds_close_neighbours() -> None:
     assert quant is not None
     q = x[17]
     rows = quant.search(q, 5, len(x), None, 600)
-    got = rows[_top_k(x[rows] @ q, ids[rows], 5)]
+    got = rows[_top_k(row_dots(x[rows], q), ids[rows], 5)]
     assert got[0] == 17
     assert len(rows) < 1200
 
@@ -243,7 +254,7 @@ def test_a_wide_filter_below_quantize_from_goes_through_the_codes(
         q = x[int(allowed[seed * 40])].copy()
         q /= np.linalg.norm(q)
         got = exact.search_rows(x, ids, len(x), quant, q, 10, mask, quantize_from=len(x) + 1)
-        best = allowed[_top_k(x[allowed] @ q, ids[allowed], 10)]
+        best = allowed[_top_k(row_dots(x[allowed], q), ids[allowed], 10)]
         assert [i for i, _ in got] == ids[best].tolist()
     assert len(used) == 4
     # Fewer allowed rows than that: the float32 product over them, no codes.

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from mindfile.vector import _simd, exact
+from mindfile.vector.base import row_dots
 from mindfile.vector.exact import _Codes, _reach, _top_k
 
-from .test_exact_codes import clustered
+from .test_exact_codes import clustered, near_queries
 
 
 def test_the_int8_kernel_is_the_integer_dot_product() -> None:
@@ -32,9 +33,7 @@ def test_the_scan_keeps_every_row_of_the_exact_top_k(k: int, allowed_share: floa
     quant = _Codes.fit(x, len(x), lambda: False)
     assert quant is not None
     rng = np.random.default_rng(6)
-    for _ in range(6):
-        q = x[rng.integers(len(x))] + 0.02 * rng.standard_normal(256).astype(np.float32)
-        q /= np.linalg.norm(q)
+    for q in near_queries(x, 6):
         mask = None if allowed_share == 1.0 else rng.random(len(x)) < allowed_share
         allowed = np.arange(len(x)) if mask is None else np.flatnonzero(mask)
         gather = mask is not None and 4 * len(allowed) < len(x)
@@ -42,8 +41,8 @@ def test_the_scan_keeps_every_row_of_the_exact_top_k(k: int, allowed_share: floa
         assert rows is not None
         assert set(rows.tolist()) <= set(allowed.tolist())
         assert len(rows) < len(allowed) // 2  # the bounds prune
-        expected = allowed[_top_k(x[allowed] @ q, ids[allowed], k)]
-        got = rows[_top_k(x[rows] @ q, ids[rows], k)]
+        expected = allowed[_top_k(row_dots(x[allowed], q), ids[allowed], k)]
+        got = rows[_top_k(row_dots(x[rows], q), ids[rows], k)]
         assert np.array_equal(got, expected)
 
 
