@@ -21,7 +21,7 @@ import pytest
 import mindfile
 from mindfile.embed.base import to_blob
 from mindfile.errors import ConfigError
-from mindfile.vector import VectorFilter
+from mindfile.vector import VectorFilter, _simd
 from mindfile.vector.ann import MANIFEST, AnnIndex, Manifest
 from mindfile.vector.exact import ExactIndex
 from mindfile.vector.exact_disk import ExactDiskIndex
@@ -443,6 +443,8 @@ def test_a_read_only_rowids_filter_is_located_once_per_generation(
     with mindfile.open(db_path, embedder=f"hash:{dims}", vector_index="exact") as mem:
         reader = published_with_codes(mem)._reader
         assert reader is not None
+        expected_path = "int8 scan (simsimd)" if _simd.ENABLED else "numpy stages"
+        assert mem.index.stats()["search"] == expected_path
         ids = np.array([r for (r,) in mem.db.query("SELECT id FROM chunks ORDER BY id")])
         frozen = np.ascontiguousarray(ids[::3])
         frozen.flags.writeable = False

@@ -61,13 +61,16 @@ def test_quantised_search_matches_brute_force_oracle(codes_always: str) -> None:
     )
 
 
-def test_codes_are_used_and_follow_writes(codes_always: str, db_path: Path) -> None:
+def test_codes_are_used_and_follow_writes(codes_always: str, db_path: Path, kernel: str) -> None:
     with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=codes_always) as mem:
         mem.store_many([(f"s{i % 3}", i // 3, f"memory {i}") for i in range(90)])
         index = mem.index
         assert isinstance(index, ExactIndex)
         assert index.size() == 90
         assert index._quant is not None
+        path = "int8 scan (simsimd)" if kernel == "scan" else "numpy stages"
+        assert index.stats()["search"] == path
+        assert mem.info().extra["vector"]["search"] == path
         for seed in range(5):
             check(mem, unit(seed), 10)
             check(mem, unit(seed), 3, sessions=["s1"])

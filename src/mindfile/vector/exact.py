@@ -63,6 +63,7 @@ __all__ = [
     "SHORTLIST_FRACTION",
     "SHORTLIST_MIN",
     "ExactIndex",
+    "search_path",
     "search_rows",
 ]
 
@@ -152,7 +153,13 @@ class ExactIndex:
 
     def stats(self) -> dict[str, object]:
         with self._lock:
-            return {"persisted": False, "vectors": self._n, "codes": self._quant is not None}
+            quant = self._quant is not None
+            return {
+                "persisted": False,
+                "vectors": self._n,
+                "codes": quant,
+                "search": search_path(quant and self._n >= self._quantize_from),
+            }
 
     def rebuild(self) -> None:
         with self._db.lock, self._lock:
@@ -632,6 +639,17 @@ class _Codes:
         approx *= self.scale[rows]
         slack = self.bound[rows] * np.float32(np.linalg.norm(q) * (1 + 1e-6))
         return approx, slack
+
+
+def search_path(coded: bool) -> str:
+    """How an unfiltered search runs (shown by ``info()``): ``"float32"`` (no codes: a
+    small index, or codes still being built), ``"int8 scan (simsimd)"`` or, without
+    simsimd, ``"numpy stages"``."""
+    if not coded:
+        return "float32"
+    if _simd.ENABLED:
+        return "int8 scan (simsimd)"
+    return "numpy stages" if _HAS_POPCOUNT else "float32"
 
 
 def search_rows(

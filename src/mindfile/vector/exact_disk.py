@@ -48,6 +48,7 @@ from mindfile.vector.exact import (
     QUANTIZE_FROM,
     REFIT_GROWTH,
     _Codes,
+    search_path,
     search_rows,
 )
 
@@ -371,6 +372,15 @@ class ExactDiskIndex(AnnIndex):
 
     def __init__(self, db: Database, dims: int) -> None:
         super().__init__(db, dims, ExactDiskBackend(dims, self.quantize_from))
+
+    def stats(self) -> dict[str, object]:
+        """:meth:`AnnIndex.stats`, and how a search of the mapped base runs
+        (:func:`~mindfile.vector.exact.search_path`; the delta is float32)."""
+        out = super().stats()
+        reader = self._reader
+        rows = getattr(reader, "_rows", None)
+        out["search"] = search_path(rows is not None and rows.codes is not None)
+        return out
 
 
 def _EMPTY(dims: int) -> list[tuple[str, Any, tuple[int, ...]]]:
