@@ -53,10 +53,16 @@ def test_info_reports_where_the_vector_index_lives(tmp_path: Path) -> None:
         mem.search("lake")
         after = mem.info().extra["vector"]
         assert after["persisted"] is True and after["base_count"] == 30
+        assert after["search"] == "float32"  # 30 vectors: below the codes' threshold
         assert after["delta"] == 0 and after["folder"].endswith("m.db.index/exact")
     with mindfile.open(":memory:", embedder="hash") as mem:
         mem.store("s", 1, "hello")
         mem.search("hello")
-        assert mem.info().extra["vector"] == {"persisted": False, "vectors": 1, "codes": False}
+        assert mem.info().extra["vector"] == {
+            "persisted": False,
+            "vectors": 1,
+            "codes": False,
+            "search": "float32",  # one vector: no codes
+        }
     with mindfile.open(tmp_path / "v.db", embedder="hash", vector_index="sqlite-vec") as mem:
         assert mem.info().extra["vector"]["persisted"] is True
