@@ -90,3 +90,23 @@ def test_reach_computed_for_older_codes_equals_the_encoded_one() -> None:
     loaded = _Codes.from_arrays(arrays, quant.fitted_on)
     assert np.allclose(loaded.reach, quant.reach[: len(x)], rtol=1e-6)
     assert np.array_equal(loaded.reach, _reach(quant.int8[: len(x)], quant.scale[: len(x)]))
+
+
+def test_a_kernel_that_fails_or_answers_wrong_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _simd.works()  # the installed simsimd
+
+    def broken(*args: object, **kw: object) -> None:
+        raise TypeError("cdist() got an unexpected keyword argument 'out_dtype'")
+
+    def wrong(a: object, b: object, **kw: object) -> None:
+        out = kw["out"]
+        assert isinstance(out, np.ndarray)
+        out[...] = 0.0
+
+    assert _simd.simsimd is not None
+    monkeypatch.setattr(_simd.simsimd, "cdist", broken)
+    assert not _simd.works()
+    monkeypatch.setattr(_simd.simsimd, "cdist", wrong)
+    assert not _simd.works()
+    monkeypatch.setattr(_simd, "simsimd", None)
+    assert not _simd.works()

@@ -23,9 +23,6 @@ except ImportError:  # pragma: no cover - every supported platform has a wheel
 
 __all__ = ["ENABLED", "int8_dots"]
 
-#: Whether searches use the scan (tests switch it off to cover the numpy stages).
-ENABLED = simsimd is not None and os.environ.get("MINDFILE_NO_SIMSIMD", "") in ("", "0")
-
 
 def int8_dots(
     query: npt.NDArray[np.int8], rows: npt.NDArray[np.int8], out: npt.NDArray[np.float32]
@@ -35,3 +32,23 @@ def int8_dots(
     2**-24 beyond, which the scan's error bound includes)."""
     assert simsimd is not None
     simsimd.cdist(query[None], rows, metric="dot", out_dtype="float32", out=out[None])
+
+
+def works() -> bool:
+    """Whether the kernel is there and gives numpy's answer on a small case (a simsimd
+    release that changed its API or its results must not break searches: the numpy
+    stages serve instead)."""
+    if simsimd is None:
+        return False
+    rows = np.array([[1, -2, 3, 127], [4, 5, -6, -127]], dtype=np.int8)
+    query = np.array([7, 8, -9, 127], dtype=np.int8)
+    out = np.empty(2, dtype=np.float32)
+    try:
+        int8_dots(query, rows, out)
+    except Exception:  # any failure of a third-party kernel: not usable
+        return False
+    return bool(np.array_equal(out, rows.astype(np.int64) @ query.astype(np.int64)))
+
+
+#: Whether searches use the scan (tests switch it off to cover the numpy stages).
+ENABLED = os.environ.get("MINDFILE_NO_SIMSIMD", "") in ("", "0") and works()
