@@ -60,7 +60,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mindfile._helpers import helper_processes_allowed
+from mindfile._helpers import defer_flags_to, helper_processes_allowed
 
 if TYPE_CHECKING:
     from mindfile.retrieve.lexical import Bm25Index
@@ -110,8 +110,6 @@ def publisher_for(
     publish something (a writable SQLite store file, and a BM25 index or a vector index
     with published generations), else None. While the helper runs, ``lexical`` and
     ``index`` defer their own builds and merges to it (their ``deferred``)."""
-    from mindfile.retrieve.preferences import defer_to as defer_statements
-    from mindfile.retrieve.token_match import defer_to as defer_token_sets
     from mindfile.storage.db import Database
     from mindfile.vector.ann import AnnIndex
 
@@ -131,8 +129,7 @@ def publisher_for(
 
     if lexical is not None:
         lexical.deferred = index_deferred  # type: ignore[method-assign]
-    defer_token_sets(db, flags_deferred)  # token match's word pieces
-    defer_statements(db, flags_deferred)  # and the statement flags (preference recall)
+    defer_flags_to(db, flags_deferred)  # statement flags and token match's word pieces
     if isinstance(index, AnnIndex):
         index.deferred = index_deferred  # type: ignore[method-assign]
         publisher.follow = index.follow

@@ -20,6 +20,7 @@ from mindfile._api.manage import ManageAPI
 from mindfile._api.memory import AgentMemoryAPI
 from mindfile._api.search import SearchAPI
 from mindfile._follow import IdleFollower
+from mindfile._helpers import flags_deferred
 from mindfile._publish import publisher_for
 from mindfile.embed import Embedder
 from mindfile.embed.binding import bind_embedder
@@ -34,10 +35,8 @@ from mindfile.manage import quota as _quota
 from mindfile.manage.importance import expires_at as _expires_at
 from mindfile.retrieve.lexical import Bm25Index
 from mindfile.retrieve.preferences import backfill as backfill_statements
-from mindfile.retrieve.preferences import deferred as statements_deferred
 from mindfile.retrieve.reranker import Reranker, check_reranker
 from mindfile.retrieve.token_match import backfill as backfill_token_sets
-from mindfile.retrieve.token_match import deferred as token_sets_deferred
 from mindfile.retrieve.token_match import matcher_for
 from mindfile.retrieve.token_match import stop as stop_token_sets
 from mindfile.storage.backend import (
@@ -498,12 +497,13 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI, SearchA
         self.index.size()
         if self.lexical is not None:
             self.lexical.warm()
-        if not self.read_only:  # the chunks written unclassified (preference recall)
-            if not statements_deferred(self.db):  # else the publisher classifies them
-                backfill_statements(self.db)
+        # The chunks written without statement flags (preference recall) and word pieces
+        # (token match), unless the bulk ingest's flags helper writes them.
+        if not self.read_only and not flags_deferred(self.db):
+            backfill_statements(self.db)
             matcher = matcher_for(self.embedder)
-            if matcher is not None and not token_sets_deferred(self.db):
-                backfill_token_sets(self.db, matcher)  # and their word pieces (token match)
+            if matcher is not None:
+                backfill_token_sets(self.db, matcher)
 
     def recall(
         self, session_id: str, limit: int | None = None, *, user_id: str | None = None

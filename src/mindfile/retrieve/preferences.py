@@ -42,7 +42,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, overload
 
@@ -50,6 +50,8 @@ import numpy as np
 import numpy.typing as npt
 
 from mindfile._helpers import by_pages, start_holding
+from mindfile._helpers import defer_flags_to as defer_to
+from mindfile._helpers import flags_deferred as deferred
 from mindfile.embed.base import Vector
 from mindfile.index import statements
 from mindfile.index.statements import (
@@ -214,12 +216,10 @@ class _Statements:
     process runs one backfill at a time per store; ``cache`` the last set read (replaced
     whole, never changed in place: searches read it without a lock)."""
 
-    __slots__ = ("array", "cache", "deferred", "lock")
+    __slots__ = ("array", "cache", "lock")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        #: while it returns True, another process classifies the store (:func:`defer_to`)
-        self.deferred: Callable[[], bool] | None = None
         self.cache: _Cached | None = None
         #: the last marks asked for as a sorted array (:func:`sorted_marks`)
         self.array: tuple[frozenset[int], npt.NDArray[np.int64]] | None = None
@@ -377,21 +377,6 @@ def _classify_all(db: AnyDatabase, *, pause: float, pages: int | None = None) ->
         pages=pages,
         stopping=lambda: db.closed,
     )
-
-
-def defer_to(db: AnyDatabase, check: Callable[[], bool]) -> None:
-    """While ``check()`` is true, another process classifies ``db``'s new chunks (the
-    bulk ingest's publisher, mindfile._publish): this process starts no backfill of its
-    own. Classifying 117k chunks here (~30 us each, in Python) took the interpreter from
-    this process's searches for ~8 s after an ingest (p50 5.7 -> 14 ms), while the
-    publisher, at idle priority on the other core, did the same work."""
-    _state(db).deferred = check
-
-
-def deferred(db: AnyDatabase) -> bool:
-    """Whether another process classifies ``db``'s chunks now (:func:`defer_to`)."""
-    check = _state(db).deferred
-    return check is not None and check()
 
 
 def _start_backfill(db: AnyDatabase) -> None:

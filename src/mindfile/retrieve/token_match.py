@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,8 @@ import numpy as np
 import numpy.typing as npt
 
 from mindfile._helpers import by_pages, start_holding
+from mindfile._helpers import defer_flags_to as defer_to
+from mindfile._helpers import flags_deferred as deferred
 from mindfile.index.chunking import normalize_text
 from mindfile.retrieve.fusion import Fused
 from mindfile.storage.backend import AnyDatabase, search_store
@@ -364,25 +366,6 @@ def _tokenize_all(
         pages=pages,
         stopping=lambda: _stopping(db),
     )
-
-
-_DEFERRED: weakref.WeakKeyDictionary[AnyDatabase, Callable[[], bool]] = weakref.WeakKeyDictionary()
-
-
-def defer_to(db: AnyDatabase, deferred: Callable[[], bool]) -> None:
-    """While ``deferred()`` is true, another process fills ``db``'s token sets (the bulk
-    ingest's publisher, mindfile._publish): this process starts no backfill of its own
-    (a thread tokenising a bulk write here would take the interpreter from its
-    searches), and its searches go without token match for the chunks not reached yet."""
-    with _LOCKS_LOCK:
-        _DEFERRED[db] = deferred
-
-
-def deferred(db: AnyDatabase) -> bool:
-    """Whether another process fills ``db``'s token sets now (:func:`defer_to`)."""
-    with _LOCKS_LOCK:
-        check = _DEFERRED.get(db)
-    return check is not None and check()
 
 
 def _start_backfill(db: AnyDatabase, matcher: TokenMatcher) -> None:
