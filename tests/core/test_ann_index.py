@@ -22,6 +22,7 @@ import mindfile
 from mindfile.embed.base import to_blob
 from mindfile.errors import ConfigError
 from mindfile.vector import VectorFilter, _simd
+from mindfile.vector import ann as ann_module
 from mindfile.vector.ann import MANIFEST, AnnIndex, Manifest
 from mindfile.vector.exact import ExactIndex
 from mindfile.vector.exact_disk import ExactDiskIndex
@@ -172,6 +173,55 @@ def test_another_process_merges_while_this_one_reads(ann: str, db_path: Path) ->
         check(mem, unit(3), 10, sessions=["e", "a"])
         assert index(mem)._reader.manifest == after  # type: ignore[union-attr]
         assert len(index(mem)._delta) == 0
+
+
+def test_a_newer_base_keeps_the_rows_held_above_it(
+    ann: str, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that switches to a generation published from an older view of the store
+    (a publisher's merge reads for seconds while the ingest goes on) keeps the rows it
+    already holds above that base instead of reading them again, and applies what changed
+    since the base's log position to the rows the base holds."""
+    with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=ann) as writer:
+        index(writer).min_delta = 10**9  # publishes only when told to
+        fill(writer, 60)
+        assert writer.index.merge()
+        base = published(db_path, ann)
+        hidden = folder(db_path, ann) / "manifest.later"
+        (folder(db_path, ann) / MANIFEST).rename(hidden)  # not seen by the reader yet
+        with mindfile.open(db_path, vector_index=ann) as reader:
+            index(reader).min_delta = 10**9
+            fill(writer, 40, start=60)
+            ids = [int(r[0]) for r in writer.db.query("SELECT id FROM chunks ORDER BY id")]
+            target = unit(99)
+            with writer.db.atomic():  # two rows the base holds: one rewritten, one gone
+                writer.db.execute(
+                    "UPDATE chunks_vec SET embedding_blob = ? WHERE chunk_rowid = ?",
+                    (to_blob(target), ids[5]),
+                )
+                writer.db.execute("DELETE FROM chunks_vec WHERE chunk_rowid = ?", (ids[7],))
+            check_all(reader)  # no base: every row in the delta
+            assert index(reader)._reader is None and len(index(reader)._delta) == 99
+            hidden.rename(folder(db_path, ann) / MANIFEST)
+            read: list[int] = []
+            real = ann_module.read_after
+            monkeypatch.setattr(
+                ann_module,
+                "read_after",
+                lambda *a, **k: read.append(len(got := real(*a, **k))) or got,
+            )
+            check_all(reader)
+            delta = index(reader)._delta
+            assert index(reader)._reader.manifest == base  # type: ignore[union-attr]
+            assert sum(read) == 0  # the 40 rows above the base were kept, not read again
+            assert delta.tombstones == {ids[5], ids[7]}
+            assert sorted(delta.rows) == [ids[5], *ids[60:]]
+            best = reader.index.search(target, 1)
+            assert best[0][0] == ids[5]
+            assert ids[7] not in {i for i, _ in reader.index.search(unit(1), 100)}
+            fill(writer, 5, start=100)  # and it goes on catching up from there
+            check_all(reader)
+            assert sum(read) == 5
 
 
 def test_deleted_index_folder_is_rebuilt(ann: str, db_path: Path) -> None:

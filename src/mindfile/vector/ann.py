@@ -244,6 +244,21 @@ class _Delta:
         if len(batch.ids):
             self.max_id = max(self.max_id, int(batch.ids.max()))
 
+    def take_above(self, other: _Delta, floor: int) -> None:
+        """Hold (copies of) ``other``'s rows with ids above ``floor``; this delta is new
+        and empty. Its ``max_id`` becomes ``other``'s: it holds everything up to there."""
+        assert self._n == 0
+        n = other._n
+        pick = np.flatnonzero(other._ids[:n] > floor)
+        m = len(pick)
+        self._reserve(m)
+        self._ids[:m] = other._ids[pick]
+        self._matrix[:m] = other._matrix[pick]
+        self._keys[:m] = other._keys[pick]
+        self._n = m
+        self.rows = {i: j for j, i in enumerate(self._ids[:m].tolist())}
+        self.max_id = max(self.max_id, other.max_id)
+
     def drop(self, rowids: Sequence[int]) -> None:
         gone = [self.rows[i] for i in rowids if i in self.rows]
         if not gone:
@@ -397,8 +412,44 @@ class AnnIndex:
         old, self._reader = self._reader, reader
         if old is not None:
             old.retire()
+        held = self._delta
         self._delta = _Delta(self._dims, reader.manifest if reader is not None else None)
+        if reader is not None:
+            self._carry(held)
         self._dirty = True
+
+    def _carry(self, held: _Delta) -> None:
+        """Keep the rows ``held`` (the delta before a switch to a newer base) has beyond
+        the new base, instead of reading them from SQLite again.
+
+        Right after a bulk ingest a searching process switches to each generation the
+        publisher puts out; reading every row above it again (up to tens of thousands,
+        ~25 us each) made one search take 100-300 ms (benchmarks/README.md). Only when
+        ``held`` knows at least the log the base was built from, and holds every row
+        above the new base (its own base was not newer): then the rows above are current
+        as of ``held.seq``, and what changed since the base's log position among the rows
+        the base holds is tombstoned and read again, as a fresh delta's catch-up would.
+        Caller holds the database's lock and this index's."""
+        fresh = self._delta
+        base = fresh.base
+        assert base is not None
+        below = held.base.max_id if held.base is not None else 0
+        if held.seq is None or held.seq < base.changes_seq or below > base.max_id:
+            return
+        if held.max_id <= base.max_id:
+            return  # nothing above the new base to keep
+        _, changed = changes_since(self._db, base.changes_seq)
+        if changed is None:
+            return  # the log was pruned: the catch-up starts afresh
+        fresh.take_above(held, base.max_id)
+        logged = [r for r in changed if r <= base.max_id]
+        if logged:
+            fresh.tombstones.update(logged)
+            current = read_ids(self._db, logged, self._dims)
+            fresh.put(current)
+            present = set(current.ids.tolist())
+            fresh.drop([r for r in logged if r not in present])
+        fresh.seq = held.seq
 
     # -- catching up ----------------------------------------------------------------------
 
