@@ -16,6 +16,8 @@ from mindfile import _publish
 from mindfile.retrieve import lexical
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 
+from ._support import count_side_thread_legs
+
 WORDS = ["garden", "tomato", "lisbon", "porto", "train", "battery"]
 WORDS += ["solar", "budget", "meeting", "sister", "violin", "harbour"]
 
@@ -154,6 +156,76 @@ def test_a_backlog_is_ranked_by_the_index_it_holds_plus_fts5_for_newer_chunks(
                     assert score == pytest.approx(final[rowid], rel=1e-6)
                     compared += 1
         assert compared >= 4  # the backlog's chunks competed with the held ones
+
+
+def test_a_search_leaves_a_backlog_to_the_helper_that_publishes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a helper process publishes for this one, a search tokenises at most
+    DEFERRED_BACKLOG chunks itself (the first search after a bulk ingest took 100-170 ms
+    catching up 2,000); a larger backlog is ranked by FTS5 until the helper's generation
+    is out. Without a helper, up to BACKLOG are caught up in the search as before."""
+    with mindfile.open(tmp_path / "defer.db", embedder="hash", vector_index="exact") as mem:
+        bm25 = mem.lexical
+        assert bm25 is not None
+        mem.store_many(_events(0, 600))
+        assert bm25.merge()
+        held = bm25.held_through()
+        mem.store_many(_events(600, lexical.DEFERRED_BACKLOG + 1))
+        helper = [True]
+        monkeypatch.setattr(bm25, "deferred", lambda: helper[0])
+        retriever = Retriever(mem.db, mem.index, bm25)
+
+        def best(q: str) -> tuple[int, str | None]:
+            legs = retriever.legs(q, None, ReadFilter(), vector_k=0, lexical_k=1)
+            return legs.lexical[0][0], legs.lexical_backend
+
+        def rowid(word: str) -> int:
+            return int(
+                mem.db.scalar("SELECT id FROM chunks WHERE chunk_text LIKE ?", (f"%{word}",))
+            )
+
+        assert best("w700x") == (rowid("w700x"), "memory+fts5")
+        assert bm25.held_through() == held  # nothing tokenised here
+        helper[0] = False  # the helper is gone: the search catches up itself
+        assert best("w700x") == (rowid("w700x"), "memory")
+        assert bm25.held_through() == mem.info().chunks
+        mem.store_many(_events(900, 40))  # a small backlog is caught up even with a helper
+        helper[0] = True
+        assert best("w930x") == (rowid("w930x"), "memory")
+
+
+def test_the_held_index_and_fts5_overlap_the_vector_leg_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the index catches up, its part and FTS5's run on the side thread during the
+    vector leg (FTS5 ranks in SQLite, without the interpreter's lock): the same hits as
+    when they run after it, and the caller's side work runs on them too."""
+    monkeypatch.setattr(lexical, "BACKLOG", 20)
+    queries = ["lisbon porto", "solar battery", "sister violin harbour", "w1230x"]
+    with mindfile.open(tmp_path / "side.db", embedder="hash", vector_index="exact") as mem:
+        bm25 = mem.lexical
+        assert bm25 is not None
+        mem.store_many(_events(0, 1200))
+        assert bm25.merge()
+        monkeypatch.setattr(bm25, "deferred", lambda: True)
+        mem.store_many(_events(1200, 60))
+        retriever = Retriever(mem.db, mem.index, bm25)
+        vectors = {q: mem.embedder.embed_query(q) for q in queries}
+
+        def legs(q: str, then: object = None) -> object:
+            return retriever.legs(q, vectors[q], ReadFilter(), vector_k=30, lexical_k=30, then=then)
+
+        after = {q: legs(q) for q in queries}  # below the size that overlaps
+        started = count_side_thread_legs(monkeypatch)
+        during = {q: legs(q, then=len) for q in queries}
+        assert started[0] == len(queries)
+        for q in queries:
+            one, other = after[q], during[q]
+            assert other.lexical_backend == one.lexical_backend == "memory+fts5"
+            assert other.lexical == one.lexical and other.vector == one.vector
+            assert one.then is None and other.then == len(other.lexical) > 0
+        assert bm25.held_through() == 1200  # nothing was caught up meanwhile
 
 
 @pytest.mark.skipif(not _publish.publisher_allowed(), reason="helper processes are off here")

@@ -72,6 +72,11 @@ __all__ = ["Bm25Index"]
 #: catches up in the background (tokenising ~0.1 ms a chunk would block the search
 #: longer than FTS5 takes to answer it).
 BACKLOG = 2_000
+#: The same while the bulk ingest's index helper publishes for this process
+#: (:meth:`Bm25Index.deferred`): it puts the chunks out within a second or two, so a
+#: search does not tokenise more than this itself (2,000 chunks took 100-170 ms, the
+#: first search after a 117k ingest); FTS5 ranks them meanwhile, on the side thread.
+DEFERRED_BACKLOG = 256
 #: The delta is published when it holds this many chunks and this share of the L0
 #: (or tombstones reach a quarter): a fresh process tokenises at most that. Publishing
 #: rewrites the small L0 generation; the L0 is folded into a new base once it holds
@@ -196,7 +201,9 @@ class Bm25Index:
         """Whether a search now would answer without a long catch-up.
 
         False before the first build and while more than ``BACKLOG`` chunks are waiting
-        to be indexed (a bulk ingest): callers then rank with FTS5 and call :meth:`warm`.
+        to be indexed (a bulk ingest; ``DEFERRED_BACKLOG`` while a helper process
+        publishes for this one and a published generation is held): callers then rank
+        with FTS5 and call :meth:`warm`.
         A published base on disk counts as built: a fresh process maps it and catches up
         only what came after it.
         """
@@ -211,7 +218,10 @@ class Bm25Index:
         if not state.ready and state.base is None:
             return False
         newest = self._source.chunk_max_id()
-        if newest - state.max_rowid <= BACKLOG:
+        wait = BACKLOG
+        if newest - state.max_rowid > DEFERRED_BACKLOG and state.manifest is not None:
+            wait = DEFERRED_BACKLOG if self.deferred() else BACKLOG
+        if newest - state.max_rowid <= wait:
             return True
         if state.ready and self._folder is not None and self._sync.acquire(False):
             try:  # another process may have published it: adopt that in the background
