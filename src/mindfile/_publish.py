@@ -98,6 +98,18 @@ NICE = 10
 ROLES = ("index", "flags")
 
 
+def helper_environment() -> dict[str, str]:
+    """The helpers' environment: ours, with numpy's transparent-huge-page advice off
+    unless the caller chose (``NUMPY_MADVISE_HUGEPAGE``). A generation merge allocates
+    ~1.5 GB of short-lived arrays at 117k chunks; with the advice, where the kernel
+    compacts memory for huge pages at fault time (``defrag=madvise``, the default), the
+    first merge took 2.0-2.9 s instead of 0.8-0.9 s, and while a bulk ingest fills the
+    page cache every merge can be a first (benchmarks/README.md)."""
+    env = dict(os.environ)
+    env.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
+    return env
+
+
 def publisher_allowed() -> bool:
     """Whether helper processes may publish here (environment, CPUs, interpreter)."""
     return helper_processes_allowed("MINDFILE_PUBLISHER")
@@ -265,6 +277,7 @@ class Publisher:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             close_fds=True,
+            env=helper_environment(),
         )
 
     def _reap(self, role: str) -> None:
