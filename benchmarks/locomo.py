@@ -17,6 +17,8 @@ TimeConfig fields. ``--no-preferences`` turns preference recall off,
 neighbour smoothing off (search and build_context), ``--neighbor-config '{"weight": 0.3}'``
 sets NeighborConfig fields. ``--no-token-match`` turns token match off (search and
 build_context), ``--token-match-config '{"weight": 0.3}'`` sets TokenMatchConfig fields.
+``--no-feedback`` turns feedback off (search), ``--feedback-config '{"WEIGHT": 0.5}'`` sets
+the constants of mindfile.retrieve.feedback (DOCS, TERMS, WEIGHT, SHARPNESS).
 
 The data (CC BY-NC 4.0) is read from its path and never copied into this repository.
 """
@@ -264,6 +266,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     time_kw["preferences"] = False
                 if args.no_neighbors:
                     time_kw["neighbors"] = False
+                if args.no_feedback:
+                    time_kw["feedback"] = False
                 for qa in conv["qa"]:
                     gold = evidence_ids(qa)
                     if not gold:
@@ -347,6 +351,7 @@ def summarize(
         "preferences": not args.no_preferences,
         "neighbors": not args.no_neighbors,
         "token_match": args.token_match_config or not args.no_token_match,
+        "feedback": args.feedback_config or not args.no_feedback,
         "conversations": args.conversations or "all",
     }
     return result
@@ -469,6 +474,12 @@ def main() -> None:
         default=None,
         help='TokenMatchConfig fields as JSON, e.g. {"weight": 0.3}',
     )
+    parser.add_argument("--no-feedback", action="store_true", help="search(feedback=False)")
+    parser.add_argument(
+        "--feedback-config",
+        default=None,
+        help='constants of mindfile.retrieve.feedback as JSON, e.g. {"WEIGHT": 0.5}',
+    )
     parser.add_argument(
         "--preference-config",
         default="",
@@ -508,6 +519,15 @@ def main() -> None:
         if args.no_token_match:
             fields["weight"] = 0.0  # build_context too
         token_match.DEFAULT_TOKEN_MATCH_CONFIG = token_match.TokenMatchConfig(**fields)
+    if args.feedback_config:
+        import json
+
+        from mindfile.retrieve import feedback
+
+        for name, value in json.loads(args.feedback_config).items():
+            if name not in ("DOCS", "TERMS", "WEIGHT", "SHARPNESS"):
+                raise SystemExit(f"--feedback-config: unknown constant {name!r}")
+            setattr(feedback, name, value)
     if args.preference_config:
         import json
 

@@ -175,6 +175,7 @@ class AsyncMindfile:
         preferences: bool = ...,
         neighbors: bool = ...,
         token_match: bool = ...,
+        feedback: bool = ...,
         rerank: bool | Reranker = ...,
     ) -> SearchResults: ...
     async def search_notes(

@@ -89,6 +89,12 @@ class ScoreBreakdown(_ToDict):
     when it did not run (``search(token_match=False)``, a single-leg mode, RRF fusion,
     an embedder that does not recommend it), else the lift included in ``fused``.
 
+    ``feedback`` is what the feedback pass added (the words the best five results share,
+    searched for with BM25; docs/retrieval.md "Feedback"): None in the first 10 results,
+    which it never changes, and when it did not run (``search(feedback=False)``,
+    ``top_k`` of 10 or less, a single-leg mode, RRF fusion, no BM25 index ready), else
+    the lift included in ``fused``.
+
     ``rerank`` is the configured reranker's score (an LLM, a cross-encoder;
     docs/retrieval.md "Reranking"): None when none ran or the hit was past the first 50;
     the hits it scored are ordered by it, ``fused`` unchanged.
@@ -105,6 +111,7 @@ class ScoreBreakdown(_ToDict):
     preference: float | None = None
     neighbors: float | None = None
     token_match: float | None = None
+    feedback: float | None = None
     rerank: float | None = None
 
 

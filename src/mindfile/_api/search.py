@@ -56,6 +56,7 @@ class SearchAPI(Facet):
         preferences: bool = True,
         neighbors: bool = True,
         token_match: bool = True,
+        feedback: bool = True,
         rerank: bool | Reranker = True,
     ) -> SearchResults:
         """Search chunks by vector similarity, BM25, or both fused.
@@ -111,6 +112,14 @@ class SearchAPI(Facet):
         spot", "family" finds "my mother"); ``hit.breakdown.token_match`` is the lift.
         ``token_match=False`` turns it off.
 
+        Feedback (docs/retrieval.md "Feedback"), in hybrid mode, for the results after
+        the first 10 (so only when ``top_k`` > 10): the words the best 5 results share
+        are searched for with BM25, and what that finds is lifted in ranks 11 onwards
+        (memories that answer the question without repeating its words, but use the
+        words of those that do). The first 10 never change, so ``top_k=10`` stays a
+        prefix of ``top_k=50``; ``hit.breakdown.feedback`` is the lift (None in the
+        first 10). ``feedback=False`` turns it off.
+
         Reranking (optional, docs/retrieval.md "Reranking"): with a reranker configured
         (``mindfile.open(reranker=...)``, ``mem.reranker``) the first 50 hits come back
         in its order, its score in ``hit.breakdown.rerank``; ``rerank=False`` skips it,
@@ -147,6 +156,7 @@ class SearchAPI(Facet):
             preferences=preferences,
             neighbors=neighbors,
             token_match=token_match,
+            feedback=feedback,
         )
         return run_search(m.db, m.index, m.embedder, req, m.lexical, reranker=reranker)
 

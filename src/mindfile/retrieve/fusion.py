@@ -62,6 +62,9 @@ class Fused:
     neighbors: float | None = None
     #: The token-match lift included in ``score`` (None: token match did not run).
     token_match: float | None = None
+    #: The feedback lift included in ``score`` (None: feedback did not run, or the hit
+    #: is one of the first results it never changes).
+    feedback: float | None = None
 
 
 def min_max(scores: Sequence[float]) -> list[float]:

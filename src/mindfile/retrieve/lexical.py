@@ -43,6 +43,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
@@ -51,7 +52,7 @@ from typing import cast
 import apsw
 import numpy as np
 
-from mindfile.retrieve.fts import COLUMN_WEIGHTS, query_words
+from mindfile.retrieve.fts import COLUMN_WEIGHTS, STOPWORDS, WORD, query_words
 from mindfile.retrieve.lexical_disk import LexManifest, Segment, collect, merge
 from mindfile.retrieve.lexical_state import (
     Delta,
@@ -161,6 +162,13 @@ class Bm25Index:
     def query_terms(self, text: str) -> list[str]:
         """The stemmed, de-duplicated, stop-word-free terms of a query (as FTS5 sees them)."""
         stems = (self._stem(word) for word in query_words(text))
+        return list(dict.fromkeys(s for s in stems if s))
+
+    def content_terms(self, text: str) -> list[str]:
+        """:meth:`query_terms` of a whole text, however many words it has (a query's
+        are capped at ``MAX_QUERY_TERMS``)."""
+        words = dict.fromkeys(w.lower() for w in WORD.findall(text))
+        stems = (self._stem(w) for w in words if w not in STOPWORDS)
         return list(dict.fromkeys(s for s in stems if s))
 
     # -- state --------------------------------------------------------------------------
@@ -769,6 +777,25 @@ class Bm25Index:
             if not terms or k <= 0:
                 return []
             return self._state.score(terms, k, where)
+
+    def search_terms(
+        self,
+        terms: Sequence[str],
+        weights: Sequence[float],
+        k: int,
+        *,
+        where: VectorFilter | None = None,
+    ) -> list[tuple[int, float]]:
+        """Like :meth:`search` for index terms (stemmed, e.g. from :meth:`query_terms`),
+        each term's contribution scaled by its weight (positive): the feedback pass's
+        query (mindfile.retrieve.feedback)."""
+        if len(terms) != len(weights) or any(not w > 0 for w in weights):
+            raise ValueError("one positive weight per term")
+        self._catch_up()
+        with self._lock:
+            if not terms or k <= 0:
+                return []
+            return self._state.score(list(terms), k, where, weights)
 
     def held_through(self) -> int | None:
         """The newest chunk id the index holds when it is searchable without catching up

@@ -405,9 +405,15 @@ class State:
     # -- scoring ------------------------------------------------------------------------
 
     def score(
-        self, terms: list[str], k: int, where: VectorFilter | None
+        self,
+        terms: list[str],
+        k: int,
+        where: VectorFilter | None,
+        weights: Sequence[float] | None = None,
     ) -> list[tuple[int, float]]:
-        """The top ``k`` of all parts together, with the statistics of all."""
+        """The top ``k`` of all parts together, with the statistics of all; with
+        ``weights`` (one positive number per term), each term's contribution scaled by
+        its weight."""
         n_alive = self.docs
         if n_alive == 0:
             return []
@@ -419,7 +425,7 @@ class State:
         delta_parts: list[list[tuple[npt.NDArray[np.int32], npt.NDArray[np.float64]]]] = [
             [] for _ in deltas
         ]
-        for term in terms:
+        for at, term in enumerate(terms):
             found = [p.seg.term_index(term) for p in self.published]
             n = 0
             for pub, ti in zip(self.published, found, strict=True):
@@ -435,6 +441,8 @@ class State:
             if n <= 0:
                 continue
             idf = max(math.log((n_alive - n + 0.5) / (n + 0.5)), IDF_FLOOR)
+            if weights is not None:  # a weighted query: the term's IDF scaled (bounds too)
+                idf *= weights[at]
             for ti, wanted in zip(found, pub_terms, strict=True):
                 if ti is not None:
                     wanted.append((idf, ti))

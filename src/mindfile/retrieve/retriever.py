@@ -178,6 +178,25 @@ class Retriever:
             return lexical
         return sorted(mine + lexical, key=lambda h: (-h[1], -h[0]))[:fetch]
 
+    def weighted_lexical(
+        self, terms: Sequence[str], weights: Sequence[float], flt: ReadFilter, k: int
+    ) -> Hits:
+        """The top ``k`` BM25 hits of index ``terms`` weighted by ``weights``, within
+        ``flt`` and without expired memories; none unless the in-memory index is ready
+        without catching up (the feedback pass is an extra: it never waits for a build
+        or ranks with FTS5)."""
+        bm25 = self.lexical
+        if bm25 is None or flt.empty or not terms or k <= 0 or not bm25.usable():
+            return []
+        where = flt.resolve(self.db)
+        if where is not None and where.rowids is not None and len(where.rowids) == 0:
+            return []
+        hidden = hidden_rowids(lifecycle_store(self.db), utcnow())
+        hits = bm25.search_terms(terms, weights, k + len(hidden), where=where)
+        if hidden:
+            hits = [h for h in hits if h[0] not in hidden]
+        return hits[:k]
+
     @searching()  # counted in flight (mindfile.retrieve.overlap)
     def legs(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
@@ -20,6 +20,8 @@ from mindfile.errors import EmbeddingError, InvalidInputError, MindfileError
 from mindfile.index.chunking import normalize_text
 from mindfile.index.pipeline import check_id, check_time, normalize_tags
 from mindfile.retrieve.degraded import degrade
+from mindfile.retrieve.feedback import HEAD as FEEDBACK_HEAD
+from mindfile.retrieve.feedback import apply_feedback
 from mindfile.retrieve.fusion import (
     Fused,
     add_tail,
@@ -129,6 +131,8 @@ class SearchRequest:
     neighbors: bool = True
     #: Rerank the best candidates by their closest word pieces (token match).
     token_match: bool = True
+    #: Lift what the best results' shared words find, after the first ten (feedback).
+    feedback: bool = True
 
     @classmethod
     def build(
@@ -155,6 +159,7 @@ class SearchRequest:
         preferences: Any = True,
         neighbors: Any = True,
         token_match: Any = True,
+        feedback: Any = True,
     ) -> SearchRequest:
         if source not in SOURCES:
             raise InvalidInputError(f"source must be one of {SOURCES}, not {source!r}")
@@ -184,6 +189,8 @@ class SearchRequest:
             raise InvalidInputError("neighbors must be True or False")
         if not isinstance(token_match, bool):
             raise InvalidInputError("token_match must be True or False")
+        if not isinstance(feedback, bool):
+            raise InvalidInputError("feedback must be True or False")
         return cls(
             query=query,
             session_ids=_sessions(session_id),
@@ -204,6 +211,7 @@ class SearchRequest:
             preferences=preferences,
             neighbors=neighbors,
             token_match=token_match,
+            feedback=feedback,
         )
 
 
@@ -314,7 +322,8 @@ def _run(
                 raise
             mode, degraded = "fts", f"vector search unavailable: {exc.message}"
     matcher = matcher_for(embedder) if req.token_match and req.fusion != "rrf" else None
-    legs = Retriever(db, index, lexical).legs(
+    retriever = Retriever(db, index, lexical)
+    legs = retriever.legs(
         leg_query(req.query, "bm25") if intent else req.query,
         query_vec,
         flt,
@@ -357,8 +366,22 @@ def _run(
             else 0.0,
         )
     add_tail(fused, vector_hits[depth:], fts_hits[depth:], start=depth + 1)
+    head: list[Fused] = []
+    if (
+        req.feedback
+        and mode == "hybrid"
+        and req.fusion != "rrf"
+        and req.top_k > FEEDBACK_HEAD
+        and lexical is not None
+    ):  # feedback (retrieve/feedback.py): ranks after the first FEEDBACK_HEAD only
+        head = _order(db, _passing(fused.values(), req), FEEDBACK_HEAD, depth)[:FEEDBACK_HEAD]
+        apply_feedback(db, fused, head, retriever, req.query, flt, depth)
     return SearchResults(
-        _hits(db, fused, req), mode=mode, degraded=degraded, weights=weights, time=describe(tq)
+        _hits(db, fused, req, head),
+        mode=mode,
+        degraded=degraded,
+        weights=weights,
+        time=describe(tq),
     )
 
 
@@ -440,24 +463,40 @@ def _query_vector(embedder: Embedder, req: SearchRequest, text: str) -> Vector:
     return check_query_vector(raw, embedder.dimensions, embedder.model_id)
 
 
-def _hits(db: AnyDatabase, fused: dict[int, Fused], req: SearchRequest) -> list[SearchHit]:
+def _passing(items: Iterable[Fused], req: SearchRequest) -> list[Fused]:
+    """``items`` that reach ``req.min_score`` (all of them without one)."""
+    if req.min_score is None:
+        return list(items)
+    floor = req.min_score
+    return [f for f in items if f.score >= floor]
+
+
+def _hits(
+    db: AnyDatabase, fused: dict[int, Fused], req: SearchRequest, head: Sequence[Fused] = ()
+) -> list[SearchHit]:
+    """The first ``req.top_k`` results as hits: ``head`` first (the results feedback
+    leaves in place, already ordered), then the other candidates in result order.
+
+    After a ``head``, a hit's score is shown at most at the head's last score (scores
+    never increase down the list); its order among the others follows its own score."""
     if not fused:
         return []
-    candidates = list(fused.values())
-    if req.min_score is not None:
-        floor = req.min_score
-        candidates = [f for f in candidates if f.score >= floor]
-    ranked = _order(db, candidates, req.top_k, req.candidates)
+    pinned = {f.rowid for f in head}
+    candidates = _passing((f for f in fused.values() if f.rowid not in pinned), req)
+    first = _passing(head, req)
+    cap = first[-1].score if first else math.inf
+    ranked = first + _order(db, candidates, req.top_k - len(first), req.candidates)
     rows = search_store(db).chunk_rows([f.rowid for f in ranked[: req.top_k]])
     items = [f for f in ranked[: req.top_k] if f.rowid in rows]
     if len(items) < req.top_k and len(ranked) > req.top_k:
         # Some candidates vanished (deleted since the legs ran): fall back to all.
-        ranked = _order(db, ranked, len(ranked), req.candidates)
+        ranked = first + _order(db, ranked[len(first) :], len(ranked), req.candidates)
         rows = search_store(db).chunk_rows([f.rowid for f in ranked])
         items = [f for f in ranked if f.rowid in rows]
     hits = []
     for f in items[: req.top_k]:
         _, chunk_id, session_id, text, seq_start, seq_end, meta, occurred = rows[f.rowid]
+        score = f.score if f.rowid in pinned else min(f.score, cap)
         hits.append(
             SearchHit(
                 chunk_id=chunk_id,
@@ -466,19 +505,20 @@ def _hits(db: AnyDatabase, fused: dict[int, Fused], req: SearchRequest) -> list[
                 sequence_start=int(seq_start),
                 sequence_end=int(seq_end),
                 metadata=json.loads(meta),
-                score=f.score,
+                score=score,
                 breakdown=ScoreBreakdown(
                     vector=f.vector,
                     fts=f.fts,
                     vector_norm=f.vector_norm,
                     fts_norm=f.fts_norm,
-                    fused=f.score,
+                    fused=score,
                     vector_rank=f.vector_rank,
                     fts_rank=f.fts_rank,
                     time=f.time,
                     preference=f.preference,
                     neighbors=f.neighbors,
                     token_match=f.token_match,
+                    feedback=f.feedback,
                 ),
                 occurred_at=str(occurred),
             )
