@@ -797,6 +797,12 @@ class Bm25Index:
                 return []
             return self._state.score(list(terms), k, where, weights)
 
+    def postings(self, terms: Sequence[str]) -> list[int]:
+        """How many postings scoring each of the index ``terms`` would read (as the
+        index stands, without catching up)."""
+        with self._lock:
+            return self._state.postings(terms)
+
     def held_through(self) -> int | None:
         """The newest chunk id the index holds when it is searchable without catching up
         (a published base mapped, or built), else None: what :meth:`search_held` covers

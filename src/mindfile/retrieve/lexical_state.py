@@ -404,6 +404,22 @@ class State:
 
     # -- scoring ------------------------------------------------------------------------
 
+    def postings(self, terms: Sequence[str]) -> list[int]:
+        """How many postings each term has over all parts (what scoring it reads;
+        documents deleted since a part was written included)."""
+        out = []
+        for term in terms:
+            n = 0
+            for pub in self.published:
+                ti = pub.seg.term_index(term)
+                if ti is not None:
+                    n += int(pub.seg.post_off[ti + 1]) - int(pub.seg.post_off[ti])
+            for delta in self.deltas():
+                tid = delta.term_ids.get(term)
+                n += delta.df[tid] if tid is not None else 0
+            out.append(n)
+        return out
+
     def score(
         self,
         terms: list[str],
