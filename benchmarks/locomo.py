@@ -141,6 +141,11 @@ def load_conversation(
     matcher = matcher_for(mem.embedder)  # and the word pieces (token match), likewise
     if matcher is not None:
         backfill_token_sets(mem.db, matcher, pause=0.0)
+    # And the BM25 index built here: otherwise the first questions rank with FTS5 while
+    # it builds in the background (the same BM25) and skip feedback, which needs it, as
+    # many of them as the build took (results varied from run to run).
+    if mem.lexical is not None:
+        mem.lexical.size()
     return turns
 
 
