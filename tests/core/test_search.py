@@ -299,6 +299,7 @@ def test_hits_carry_a_full_breakdown(table: mindfile.Mindfile) -> None:
         "preference",
         "neighbors",
         "token_match",
+        "feedback",
         "rerank",
     }
     assert hit["chunk_id"].startswith("ch_")
