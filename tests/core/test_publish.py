@@ -3,10 +3,12 @@ searches rank a BM25 backlog with FTS5 on top of what the index holds."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -195,22 +197,33 @@ def test_a_search_leaves_a_backlog_to_the_helper_that_publishes_it(
         assert best("w930x") == (rowid("w930x"), "memory")
 
 
+@contextlib.contextmanager
+def _behind(
+    path: Path, monkeypatch: pytest.MonkeyPatch, published: int, more: int = 0
+) -> Iterator[tuple[mindfile.Mindfile, lexical.Bm25Index, Retriever]]:
+    """A store whose published BM25 base holds its first ``published`` events, ``more``
+    written after it, and an index that leaves catching up to a helper (``deferred``):
+    the state right after a bulk ingest, before the helper's last generation."""
+    monkeypatch.setattr(lexical, "BACKLOG", 20)
+    with mindfile.open(path, embedder="hash", vector_index="exact") as mem:
+        bm25 = mem.lexical
+        assert bm25 is not None
+        mem.store_many(_events(0, published))
+        assert bm25.merge()
+        monkeypatch.setattr(bm25, "deferred", lambda: True)
+        if more:
+            mem.store_many(_events(published, more))
+        yield mem, bm25, Retriever(mem.db, mem.index, bm25)
+
+
 def test_the_held_index_and_fts5_overlap_the_vector_leg_alike(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """While the index catches up, its part and FTS5's run on the side thread during the
     vector leg (FTS5 ranks in SQLite, without the interpreter's lock): the same hits as
     when they run after it, and the caller's side work runs on them too."""
-    monkeypatch.setattr(lexical, "BACKLOG", 20)
     queries = ["lisbon porto", "solar battery", "sister violin harbour", "w1230x"]
-    with mindfile.open(tmp_path / "side.db", embedder="hash", vector_index="exact") as mem:
-        bm25 = mem.lexical
-        assert bm25 is not None
-        mem.store_many(_events(0, 1200))
-        assert bm25.merge()
-        monkeypatch.setattr(bm25, "deferred", lambda: True)
-        mem.store_many(_events(1200, 60))
-        retriever = Retriever(mem.db, mem.index, bm25)
+    with _behind(tmp_path / "side.db", monkeypatch, 1200, 60) as (mem, bm25, retriever):
         vectors = {q: mem.embedder.embed_query(q) for q in queries}
 
         def legs(q: str, then: object = None) -> object:
@@ -317,14 +330,7 @@ def test_backlog_searches_never_rank_a_chunk_twice_while_the_index_catches_up(
     import sys
     import threading
 
-    monkeypatch.setattr(lexical, "BACKLOG", 20)
-    with mindfile.open(tmp_path / "race.db", embedder="hash", vector_index="exact") as mem:
-        bm25 = mem.lexical
-        assert bm25 is not None
-        mem.store_many(_events(0, 600))
-        assert bm25.merge()
-        monkeypatch.setattr(bm25, "deferred", lambda: True)
-        retriever = Retriever(mem.db, mem.index, bm25)
+    with _behind(tmp_path / "race.db", monkeypatch, 600) as (mem, bm25, retriever):
         errors: list[BaseException] = []
         backends: set[str | None] = set()
         stop = threading.Event()
