@@ -216,6 +216,34 @@ def _behind(
         yield mem, bm25, Retriever(mem.db, mem.index, bm25)
 
 
+def test_fts5_ranks_a_backlog_without_the_words_most_documents_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A word in more than COMMON_SHARE of the held documents adds little to any score
+    and makes FTS5 score most of the backlog: it is left out of the backlog's query,
+    unless every word of the query is that common."""
+    with _behind(tmp_path / "common.db", monkeypatch, 600) as (mem, bm25, retriever):
+        monkeypatch.setattr(lexical, "DEFERRED_BACKLOG", 0)  # even 3 chunks wait for it
+        mem.store_many(
+            [("t1", 1, "w9001x note"), ("t2", 1, "zebra note"), ("t3", 1, "zebra crossing")]
+        )
+        assert bm25.common_words(["note", "zebra", "w42x"], 0.25) == {"note"}
+
+        def backlog_hits(q: str) -> tuple[set[str], str | None]:
+            legs = retriever.legs(q, None, ReadFilter(), vector_k=0, lexical_k=1000)
+            rows = mem.db.query(
+                "SELECT id, chunk_text FROM chunks WHERE id > 600",
+            )
+            tail = {int(r): str(t) for r, t in rows}
+            return {tail[r] for r, _ in legs.lexical if r in tail}, legs.lexical_backend
+
+        found, backend = backlog_hits("zebra note")
+        assert backend == "memory+fts5"
+        assert found == {"zebra note", "zebra crossing"}  # "note" alone: left out
+        found, _ = backlog_hits("note")  # every word common: kept
+        assert found == {"w9001x note", "zebra note"}
+
+
 def test_the_held_index_and_fts5_overlap_the_vector_leg_alike(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

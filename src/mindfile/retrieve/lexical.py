@@ -797,6 +797,15 @@ class Bm25Index:
                 return []
             return self._state.score(list(terms), k, where, weights)
 
+    def common_words(self, words: Sequence[str], share: float) -> set[str]:
+        """The query ``words`` (unstemmed, as FTS5 takes them) that more than ``share``
+        of the documents this index holds contain."""
+        stems = [self._stem(w) or "" for w in words]
+        with self._lock:
+            docs = self._state.docs
+            counts = self._state.postings(stems)
+        return {w for w, n in zip(words, counts, strict=True) if n > share * docs}
+
     def postings(self, terms: Sequence[str]) -> list[int]:
         """How many postings scoring each of the index ``terms`` would read (as the
         index stands, without catching up)."""
