@@ -63,8 +63,9 @@ def test_expansion_weighs_the_best_results_words_without_the_query_s(
 
 
 def test_the_answer_without_the_questions_words_climbs_after_the_first_ten(
-    mem: mindfile.Mindfile,
+    any_mem: mindfile.Mindfile,
 ) -> None:
+    mem = any_mem
     _store(mem)
     with_it = mem.search(QUERY, top_k=50)
     without = mem.search(QUERY, top_k=50, feedback=False)
@@ -85,7 +86,8 @@ def test_the_answer_without_the_questions_words_climbs_after_the_first_ten(
     assert _key(mem.search(QUERY, top_k=20)) == _key(with_it)[:20]
 
 
-def test_feedback_finds_nothing_the_search_may_not_return(mem: mindfile.Mindfile) -> None:
+def test_feedback_finds_nothing_the_search_may_not_return(any_mem: mindfile.Mindfile) -> None:
+    mem = any_mem
     _store(mem)
     mem.store("bob", 1, ANSWER + " (bob)", user_id="bob")
     mem.store("gone", 1, ANSWER + " (expired)", user_id="alice", ttl=timedelta(microseconds=1))
