@@ -9,17 +9,17 @@ with FTS5 for seconds while its BM25 delta was built.
 
 So once a process has written :data:`START_AFTER` chunks without a pause, it starts two
 helper processes (``python -m mindfile._publish STORE ROLE [KIND]``) that open the same
-store file and read the committed chunks, at the lowest CPU priority, on the machine's
-other core: the ``index`` helper publishes BM25 generations and the vector index's
+store file and read the committed chunks, on the machine's other core: the ``index``
+helper (at the normal CPU priority) publishes BM25 generations and the vector index's
 generations (exact, zvec, lancedb) as they grow; the ``flags`` helper classifies the new
-chunks for preference recall (:func:`mindfile.retrieve.preferences.backfill`) and
-stores their word pieces for token match. Two processes, because each job is bound to
-one interpreter's lock: one helper doing all of it left ~85k of a 117k ingest's chunks
-unclassified when the ingest ended. The writer never waits for them; when the ingest
-ends, the writing process (and any other) finds published generations covering all but
-the last chunks and maps them instead of building them. The cost: at 1M chunks the
-ingest ran 5-9% slower beside the (then single) helper (its reads keep the WAL from
-being reset, and exact generations are rewritten as the base grows;
+chunks for preference recall (:func:`mindfile.retrieve.preferences.backfill`) and stores
+their word pieces for token match (at the lowest priority). Two processes, because each
+job is bound to one interpreter's lock: one helper doing all of it left ~85k of a 117k
+ingest's chunks unclassified when the ingest ended. The writer never waits for them;
+when the ingest ends, the writing process (and any other) finds published generations
+covering all but the last chunks and maps them instead of building them. The cost: at 1M
+chunks the ingest ran 5-9% slower beside the (then single) helper (its reads keep the
+WAL from being reset, and exact generations are rewritten as the base grows;
 benchmarks/README.md), against a first search after the ingest of 0.6-7.7 s instead of
 16 s.
 
@@ -88,8 +88,8 @@ IDLE_SECONDS = 5.0
 POLL_SECONDS = 0.2
 #: Writes paused this long (the ingest is over): merge the BM25 L0 into the base.
 COMPACT_AFTER = 1.0
-#: The helper's niceness where ``SCHED_IDLE`` is missing (it publishes with the CPU the
-#: ingest leaves).
+#: The flags helper's niceness where ``SCHED_IDLE`` is missing (it works with the CPU
+#: the ingest and the searches leave).
 NICE = 10
 #: The two helpers of a bulk ingest: ``index`` publishes BM25 and the vector index,
 #: ``flags`` writes the statement flags and word pieces. Each is Python-bound (the GIL):
@@ -342,14 +342,19 @@ def _parent_gone() -> bool:
 
 
 def _yield_cpu(role: str) -> None:
-    """Run at a low CPU priority: the index helper at niceness :data:`NICE` (it yields
-    to the ingest and to searches, but not to the flags helper), the flags helper at
-    the lowest, ``SCHED_IDLE`` where there is one (Linux: it runs only when a core
-    would otherwise idle), else niceness :data:`NICE` too. Both at ``SCHED_IDLE``
-    shared what CPU the ingest left: the index helper fell ~70k vectors and the BM25
-    tail behind, and the first searches after a 117k ingest took ~40 ms for 12 s."""
+    """The flags helper runs at the lowest CPU priority, ``SCHED_IDLE`` where there is
+    one (Linux: only when a core would otherwise idle), else niceness :data:`NICE`. The
+    index helper keeps the normal priority: what it has not published when the ingest
+    ends, searches rank with FTS5 at a cost that grows with it. At niceness 10 it left
+    1.7-9.2k of a 117k ingest's chunks unpublished and the first 60 searches after it
+    ran at p50 7.9-13.3 ms; at the normal priority 0.9-1.3k and 7.9-9.1 ms, with the same
+    ingest rate (3,723-3,909 against 3,679-3,922 chunks/s; 300k chunks: 3,449 against
+    3,193). Both at ``SCHED_IDLE``, the index helper fell ~70k vectors behind
+    (benchmarks/README.md, "After a bulk ingest")."""
+    if role != "flags":
+        return
     idle = getattr(os, "SCHED_IDLE", None)
-    if idle is not None and role == "flags":
+    if idle is not None:
         with contextlib.suppress(OSError, AttributeError):
             os.sched_setscheduler(0, idle, os.sched_param(0))
             return
@@ -396,7 +401,7 @@ def serve(path: str, role: str, vector_index: str | None) -> int:
     db = Database(path)
     try:
         with _holding_role(Path(f"{path}.index"), role):
-            _yield_cpu(role)  # the ingest comes first: work with the CPU it leaves
+            _yield_cpu(role)  # the flags helper works with the CPU nobody else wants
             if role == "index":
                 _serve_index(db, vector_index)
             else:
