@@ -442,14 +442,21 @@ class AnnIndex:
         if changed is None:
             return  # the log was pruned: the catch-up starts afresh
         fresh.take_above(held, base.max_id)
-        logged = [r for r in changed if r <= base.max_id]
-        if logged:
-            fresh.tombstones.update(logged)
-            current = read_ids(self._db, logged, self._dims)
-            fresh.put(current)
-            present = set(current.ids.tolist())
-            fresh.drop([r for r in logged if r not in present])
+        self._reread(fresh, [r for r in changed if r <= base.max_id])
         fresh.seq = held.seq
+
+    def _reread(self, delta: _Delta, logged: list[int]) -> None:
+        """Rows the change log names that ``delta`` already covers (rewritten or
+        deleted since): the base's copies tombstoned, the current vectors read into
+        ``delta``, the deleted ones dropped from it. Caller holds the database's lock."""
+        if not logged:
+            return
+        base_max = delta.base.max_id if delta.base is not None else 0
+        delta.tombstones.update(r for r in logged if r <= base_max)
+        current = read_ids(self._db, logged, self._dims)
+        delta.put(current)
+        present = set(current.ids.tolist())
+        delta.drop([r for r in logged if r not in present])
 
     # -- catching up ----------------------------------------------------------------------
 
@@ -489,14 +496,7 @@ class AnnIndex:
         before = delta.max_id
         fresh = read_after(self._db, before, self._dims)
         delta.put(fresh)
-        logged = [r for r in changed or () if r <= before]
-        if logged:
-            base_max = delta.base.max_id if delta.base is not None else 0
-            delta.tombstones.update(r for r in logged if r <= base_max)
-            current = read_ids(self._db, logged, self._dims)
-            delta.put(current)
-            present = set(current.ids.tolist())
-            delta.drop([r for r in logged if r not in present])
+        self._reread(delta, [r for r in changed or () if r <= before])
         delta.seq = seen
         self._data_version = version
         self._dirty = False
