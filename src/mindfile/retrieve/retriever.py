@@ -191,6 +191,15 @@ class Retriever:
             return lexical
         return sorted(mine + lexical, key=lambda h: (-h[1], -h[0]))[:fetch]
 
+    def _scope(self, flt: ReadFilter) -> tuple[VectorFilter | None, set[int]] | None:
+        """``flt`` as the indexes take it, and the expired chunks every read leaves out
+        (ask for that many more, then drop them); None when it allows no chunk."""
+        hidden = hidden_rowids(lifecycle_store(self.db), utcnow())
+        where = flt.resolve(self.db)
+        if where is not None and where.rowids is not None and len(where.rowids) == 0:
+            return None
+        return where, hidden
+
     def weighted_lexical(
         self, terms: Sequence[str], weights: Sequence[float], flt: ReadFilter, k: int
     ) -> Hits:
@@ -201,10 +210,10 @@ class Retriever:
         bm25 = self.lexical
         if bm25 is None or flt.empty or not terms or k <= 0 or not bm25.usable():
             return []
-        where = flt.resolve(self.db)
-        if where is not None and where.rowids is not None and len(where.rowids) == 0:
+        scope = self._scope(flt)
+        if scope is None:
             return []
-        hidden = hidden_rowids(lifecycle_store(self.db), utcnow())
+        where, hidden = scope
         hits = bm25.search_terms(terms, weights, k + len(hidden), where=where)
         if hidden:
             hits = [h for h in hits if h[0] not in hidden]
@@ -230,10 +239,10 @@ class Retriever:
         """
         if flt.empty or ((query_vec is None or vector_k <= 0) and lexical_k <= 0):
             return Legs([], [])
-        hidden = hidden_rowids(lifecycle_store(self.db), utcnow())
-        where = flt.resolve(self.db)
-        if where is not None and where.rowids is not None and len(where.rowids) == 0:
+        scope = self._scope(flt)
+        if scope is None:
             return Legs([], [])
+        where, hidden = scope
         want_vector = query_vec is not None and vector_k > 0
         lexical: Hits = []
         backend: str | None = None
