@@ -23,7 +23,7 @@ from mindfile.storage.fulltext import (
 __all__ = [
     "MAX_QUERY_TERMS",
     "STOPWORDS",
-    "WORD",
+    "content_words",
     "fts_query",
     "fts_search",
     "query_words",
@@ -33,7 +33,7 @@ __all__ = [
 
 MAX_QUERY_TERMS = 48
 
-WORD = re.compile(r"\w+", re.UNICODE)
+_WORD = re.compile(r"\w+", re.UNICODE)
 
 _STOPWORD_TEXT = """
     a about above after again against all am an and any are as at be because been before
@@ -51,9 +51,16 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 def query_words(text: str) -> list[str]:
     """The words a query searches for: lower-cased, stop words dropped (unless nothing
     else is left), de-duplicated, at most ``MAX_QUERY_TERMS``. Both BM25 backends use it."""
-    words = [w.lower() for w in WORD.findall(text)]
+    words = [w.lower() for w in _WORD.findall(text)]
     content = [w for w in words if w not in STOPWORDS] or words
     return list(dict.fromkeys(content))[:MAX_QUERY_TERMS]
+
+
+def content_words(text: str) -> list[str]:
+    """A text's words as :func:`query_words` takes them (lower-cased, stop words
+    dropped, de-duplicated), however many there are, and none when all are stop words."""
+    words = (w.lower() for w in _WORD.findall(text))
+    return list(dict.fromkeys(w for w in words if w not in STOPWORDS))
 
 
 def fts_query(text: str) -> str | None:

@@ -52,7 +52,7 @@ from typing import cast
 import apsw
 import numpy as np
 
-from mindfile.retrieve.fts import COLUMN_WEIGHTS, STOPWORDS, WORD, query_words
+from mindfile.retrieve.fts import COLUMN_WEIGHTS, content_words, query_words
 from mindfile.retrieve.lexical_disk import LexManifest, Segment, collect, merge
 from mindfile.retrieve.lexical_state import (
     Delta,
@@ -167,8 +167,7 @@ class Bm25Index:
     def content_terms(self, text: str) -> list[str]:
         """:meth:`query_terms` of a whole text, however many words it has (a query's
         are capped at ``MAX_QUERY_TERMS``)."""
-        words = dict.fromkeys(w.lower() for w in WORD.findall(text))
-        stems = (self._stem(w) for w in words if w not in STOPWORDS)
+        stems = (self._stem(word) for word in content_words(text))
         return list(dict.fromkeys(s for s in stems if s))
 
     # -- state --------------------------------------------------------------------------
