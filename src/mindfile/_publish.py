@@ -132,16 +132,11 @@ def publisher_for(
         return None
     publisher = Publisher(path, kind)
     folder = Path(f"{path}.index")
-
-    def index_deferred() -> bool:  # this engine's helper, or another process's
-        return publisher.role_running("index") or helper_running(folder, "index")
-
-    def flags_deferred() -> bool:
-        return publisher.role_running("flags") or helper_running(folder, "flags")
-
+    index_deferred = publisher.deferred_to(folder, "index")
     if lexical is not None:
         lexical.deferred = index_deferred  # type: ignore[method-assign]
-    defer_flags_to(db, flags_deferred)  # statement flags and token match's word pieces
+    # statement flags and token match's word pieces
+    defer_flags_to(db, publisher.deferred_to(folder, "flags"))
     if isinstance(index, AnnIndex):
         index.deferred = index_deferred  # type: ignore[method-assign]
         publisher.follow = index.follow
@@ -209,8 +204,8 @@ class Publisher:
         self._lock = threading.Lock()
         self._pending = 0
         self._last_write = 0.0
-        self._proc: subprocess.Popen[bytes] | None = None  # the "index" role
-        self._flags_proc: subprocess.Popen[bytes] | None = None  # the "flags" role
+        #: The helper process of each role (:data:`ROLES`), once started.
+        self._procs: dict[str, subprocess.Popen[bytes] | None] = dict.fromkeys(ROLES)
         self._closed = False
         self._pid = os.getpid()
         #: Helpers started so far (for tests and ``info()``).
@@ -222,11 +217,16 @@ class Publisher:
     @property
     def running(self) -> bool:
         """Whether a helper of this engine runs (either role)."""
-        return self.role_running("index") or self.role_running("flags")
+        return any(self.role_running(role) for role in ROLES)
 
     def role_running(self, role: str) -> bool:
-        proc = self._proc if role == "index" else self._flags_proc
+        proc = self._procs[role]
         return proc is not None and proc.poll() is None
+
+    def deferred_to(self, folder: Path, role: str) -> Callable[[], bool]:
+        """A check: whether ``role``'s helper runs, this engine's or another process's
+        (what an index's ``deferred`` asks)."""
+        return lambda: self.role_running(role) or helper_running(folder, role)
 
     def wrote(self, chunks: int) -> None:
         """``chunks`` were just committed by this engine. While the helper runs, the
@@ -250,17 +250,14 @@ class Publisher:
                 self._pending = 0  # a pause: the idle follower caught up what came before
             self._last_write = now
             self._pending += chunks
-            index, flags = self.role_running("index"), self.role_running("flags")
-            if self._pending < self._start_after or (index and flags):
+            missing = [role for role in ROLES if not self.role_running(role)]
+            if self._pending < self._start_after or not missing:
                 return
             self._pending = 0
             try:  # each role that is not running (one may have died or finished)
-                if not index:
-                    self._reap("index")
-                    self._proc = self._spawn("index")
-                if not flags:
-                    self._reap("flags")
-                    self._flags_proc = self._spawn("flags")
+                for role in missing:
+                    self._reap(role)
+                    self._procs[role] = self._spawn(role)
             except OSError as exc:  # no helper: the indexes catch up at the next search
                 logger.warning("could not start the index publisher: %s", exc)
                 self._closed = True
@@ -281,17 +278,14 @@ class Publisher:
         )
 
     def _reap(self, role: str) -> None:
-        if role == "index":
-            proc, self._proc = self._proc, None
-        else:
-            proc, self._flags_proc = self._flags_proc, None
+        proc, self._procs[role] = self._procs[role], None
         if proc is not None:
             _stop(proc, wait=0.0)
 
     def wait(self, timeout: float) -> bool:
         """Wait until the helpers have exited (tests, benchmarks); True if none runs."""
         end = time.monotonic() + timeout
-        for proc in (self._proc, self._flags_proc):
+        for proc in self._procs.values():
             if proc is None:
                 continue
             try:
@@ -304,8 +298,8 @@ class Publisher:
         """Tell the helpers to stop after the generation or page they are writing."""
         with self._lock:
             self._closed = True
-            procs = (self._proc, self._flags_proc)
-            self._proc = self._flags_proc = None
+            procs = list(self._procs.values())
+            self._procs = dict.fromkeys(ROLES)
         for proc in procs:
             if proc is not None:
                 _stop(proc, wait=timeout)

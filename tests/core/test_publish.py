@@ -276,7 +276,7 @@ def test_a_killed_publisher_loses_nothing(tmp_path: Path) -> None:
         assert mem._publisher is not None
         mem._publisher._start_after = 300
         mem.store_many(_events(0, 300))
-        proc = mem._publisher._proc
+        proc = mem._publisher._procs["index"]
         assert proc is not None
         time.sleep(0.3)  # somewhere in its first catch-up or publish
         os.kill(proc.pid, signal.SIGKILL)
@@ -298,7 +298,7 @@ def test_close_stops_the_helper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert mem._publisher is not None
     mem._publisher._start_after = 100
     mem.store_many(_events(0, 200))
-    proc, flags = mem._publisher._proc, mem._publisher._flags_proc
+    proc, flags = mem._publisher._procs["index"], mem._publisher._procs["flags"]
     assert proc is not None and proc.poll() is None
     assert flags is not None and flags.poll() is None
     # The flags helper yields to everything (it works only with CPU nothing else wants);
