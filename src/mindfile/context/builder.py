@@ -265,6 +265,7 @@ def _rank_memories(
         hybrid_floor=cfg.hybrid_floor,
         as_of=as_of,
         token_matcher=matcher_for(engine.embedder) if cfg.token_match else None,
+        feedback=cfg.feedback,
         reranker=engine.reranker if cfg.rerank else None,
         notes=notes,
     )

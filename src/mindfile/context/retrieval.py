@@ -33,6 +33,7 @@ as ``search``.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -48,6 +49,8 @@ from mindfile.manage.expiry import decay_policy
 from mindfile.manage.importance import effective_importance
 from mindfile.memory.facts import facts_session
 from mindfile.memory.notes import notes_session
+from mindfile.retrieve.feedback import HEAD as FEEDBACK_HEAD
+from mindfile.retrieve.feedback import apply_feedback
 from mindfile.retrieve.fusion import Fused, normalizers, weighted_fusion
 from mindfile.retrieve.neighbors import apply_neighbors
 from mindfile.retrieve.reranker import RERANK_DEPTH, Reranker, rank_texts
@@ -119,6 +122,7 @@ def gather_candidates(
     hybrid_floor: float = -1.0,
     as_of: datetime | None = None,
     token_matcher: TokenMatcher | None = None,
+    feedback: bool = False,
     reranker: Reranker | None = None,
     notes: list[str] | None = None,
 ) -> list[Candidate]:
@@ -133,7 +137,10 @@ def gather_candidates(
     ``as_of``, time expressions in the query boost the hybrid leg's fused scores as in
     ``search`` (:mod:`mindfile.retrieve.temporal`). With ``token_matcher`` (the
     embedder's, :func:`~mindfile.retrieve.token_match.matcher_for`), the hybrid leg's
-    best candidates are reranked by token match as in ``search``. With ``reranker``, the
+    best candidates are reranked by token match as in ``search``. With ``feedback`` (and
+    the BM25 index, and ``hybrid_k`` over :data:`~mindfile.retrieve.feedback.HEAD`),
+    the hybrid leg after its first ``HEAD`` is lifted by feedback as in ``search``, and a
+    lifted memory's relevance is at most the ``HEAD``-th's. With ``reranker``, the
     hybrid leg's best :data:`~mindfile.retrieve.reranker.RERANK_DEPTH` are taken in its
     order, the k-th of them getting the k-th best fused score as its relevance (the
     scores the ranking formula sees keep their scale); why it could not run, if it
@@ -149,10 +156,12 @@ def gather_candidates(
         legs.setdefault(rowid, set()).add("salience")
     sql, params = recall.scope_condition(scope)
     depth = DEFAULT_CANDIDATES if hybrid_k > 0 else 0
-    found = Retriever(db, index, lexical).legs(
+    flt = ReadFilter(condition=sql, params=tuple(params))
+    retriever = Retriever(db, index, lexical)
+    found = retriever.legs(
         query,
         query_vec,
-        ReadFilter(condition=sql, params=tuple(params)),
+        flt,
         vector_k=max(candidate_pool, depth),
         lexical_k=max(lexical_k, depth),
     )
@@ -176,11 +185,17 @@ def gather_candidates(
         tq = None if as_of is None else time_query(query, as_of)
         if tq is not None:
             apply_time(db, fused, tq)
-        relevance.update((rowid, item.score) for rowid, item in fused.items())
-        admissible = (
-            f for f in fused.values() if f.fts is not None or (f.vector or -1.0) >= hybrid_floor
-        )
-        ordered = sorted(admissible, key=lambda f: (-f.score, f.rowid))
+        ordered = _admitted(fused.values(), hybrid_floor)
+        relevance.update((f.rowid, f.score) for f in fused.values())
+        if feedback and lexical is not None and hybrid_k > FEEDBACK_HEAD:
+            head = ordered[:FEEDBACK_HEAD]
+            apply_feedback(db, fused, head, retriever, query, flt, depth)
+            pinned = {f.rowid for f in head}
+            after = [f for f in fused.values() if f.rowid not in pinned]
+            ordered = head + _admitted(after, hybrid_floor)
+            if head:  # as search shows them: never above the head's last
+                cap = head[-1].score
+                relevance.update((f.rowid, min(f.score, cap)) for f in after)
         if reranker is not None:
             ordered, why = _reranked(db, reranker, query, ordered, relevance)
             if why is not None and notes is not None:
@@ -200,6 +215,15 @@ def gather_candidates(
             cand = replace(cand, legs=rest)
         out.append(cand)
     return out
+
+
+def _admitted(fused: Iterable[Fused], floor: float) -> list[Fused]:
+    """The fused results the hybrid leg may admit, best first: a BM25 or feedback match,
+    or a cosine at or above ``floor`` (nearest is not near)."""
+    admissible = (
+        f for f in fused if f.fts is not None or f.feedback or (f.vector or -1.0) >= floor
+    )
+    return sorted(admissible, key=lambda f: (-f.score, f.rowid))
 
 
 def _reranked(

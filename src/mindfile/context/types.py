@@ -97,6 +97,9 @@ class ContextConfig:
       cosine ranking).
     - ``token_match``: rerank that hybrid ranking's best candidates by token match, as
       ``search`` does with the bundled model (True; docs/retrieval.md "Token match").
+    - ``feedback``: lift, after that ranking's first ten, what the best results' shared
+      words find, as ``search`` does for more than ten results (True; docs/retrieval.md
+      "Feedback"). Memories it lifts rank at most as relevant as the tenth.
     - ``rerank``: with a reranker configured (``mindfile.open(reranker=...)``), let it
       order the hybrid ranking's best 50 before the budget admits them, as ``search``
       does (True; docs/retrieval.md "Reranking"). A failure keeps the fused order and
@@ -126,6 +129,7 @@ class ContextConfig:
     hybrid: bool = True
     hybrid_floor: float = 0.3
     token_match: bool = True
+    feedback: bool = True
     rerank: bool = True
     include_files: bool = False
     group_by_session: bool = True
@@ -157,6 +161,8 @@ class ContextConfig:
             raise ConfigError("hybrid must be a bool")
         if not isinstance(self.token_match, bool):
             raise ConfigError("token_match must be a bool")
+        if not isinstance(self.feedback, bool):
+            raise ConfigError("feedback must be a bool")
         if not isinstance(self.rerank, bool):
             raise ConfigError("rerank must be a bool")
         if not isinstance(self.group_by_session, bool):
@@ -181,6 +187,7 @@ class ContextConfig:
             "hybrid": self.hybrid,
             "hybrid_floor": self.hybrid_floor,
             "token_match": self.token_match,
+            "feedback": self.feedback,
             "rerank": self.rerank,
             "include_files": self.include_files,
             "group_by_session": self.group_by_session,
