@@ -358,6 +358,7 @@ def summarize(
         "token_match": args.token_match_config or not args.no_token_match,
         "feedback": args.feedback_config or not args.no_feedback,
         "conversations": args.conversations or "all",
+        "context_config": json.loads(args.context_config) if args.context_config else None,
     }
     return result
 

@@ -138,3 +138,39 @@ def test_the_lift_is_weighted_and_calibrated_like_the_bm25_leg(
     halved = {h.text: h.breakdown.feedback for h in mem.search(QUERY, top_k=50)}
     assert halved[ANSWER] == pytest.approx(lifts[ANSWER] / 2)  # type: ignore[operator]
     assert 0 < lifts[ANSWER] <= 1.0  # type: ignore[operator]
+
+
+def _memories(ctx: mindfile.Context) -> dict[str, mindfile.ContextItem]:
+    return {i.text: i for i in ctx.items if i.source == "memory"}
+
+
+def test_build_context_admits_what_feedback_finds(any_mem: mindfile.Mindfile) -> None:
+    """With a budget for more than ten memories, the context's hybrid leg is lifted by
+    feedback after its first ten, as search is; a lifted memory is never more relevant
+    than the tenth."""
+    mem = any_mem
+    _store(mem)
+    mem.store_many(
+        [(f"noise{i}", 1, f"the garden gate {i} squeaks after the rain") for i in range(120)],
+        user_id="alice",
+    )
+    mem.rebuild_index()
+    kwargs = {"token_budget": 4000, "user_id": "alice"}
+    with_it = mem.build_context("question", QUERY, **kwargs)  # type: ignore[arg-type]
+    without = mem.build_context(
+        "question",
+        QUERY,
+        config=mindfile.ContextConfig(feedback=False),
+        **kwargs,  # type: ignore[arg-type]
+    )
+    got, before = _memories(with_it), _memories(without)
+    assert ANSWER in got and ANSWER not in before
+    assert len(got) > 10
+    pets = [i.explain["relevance"] for t, i in got.items() if t.startswith("Nate shows")]
+    assert got[ANSWER].explain["relevance"] <= sorted(pets, reverse=True)[9] + 1e-9
+
+
+def test_context_config_feedback_is_a_bool() -> None:
+    with pytest.raises(mindfile.ConfigError):
+        mindfile.ContextConfig(feedback="yes")  # type: ignore[arg-type]
+    assert mindfile.ContextConfig().to_dict()["feedback"] is True

@@ -139,8 +139,10 @@ def gather_candidates(
     embedder's, :func:`~mindfile.retrieve.token_match.matcher_for`), the hybrid leg's
     best candidates are reranked by token match as in ``search``. With ``feedback`` (and
     the BM25 index, and ``hybrid_k`` over :data:`~mindfile.retrieve.feedback.HEAD`),
-    the hybrid leg after its first ``HEAD`` is lifted by feedback as in ``search``, and a
-    lifted memory's relevance is at most the ``HEAD``-th's. With ``reranker``, the
+    the hybrid leg after its first ``HEAD`` is lifted by feedback as in ``search``; the
+    relevance of what follows the first ``HEAD`` keeps the order of its fused scores but
+    is scaled to at most the ``HEAD``-th's (their order is search's, and the rerank sees
+    no lifted memory above the first ten). With ``reranker``, the
     hybrid leg's best :data:`~mindfile.retrieve.reranker.RERANK_DEPTH` are taken in its
     order, the k-th of them getting the k-th best fused score as its relevance (the
     scores the ranking formula sees keep their scale); why it could not run, if it
@@ -193,9 +195,10 @@ def gather_candidates(
             pinned = {f.rowid for f in head}
             after = [f for f in fused.values() if f.rowid not in pinned]
             ordered = head + _admitted(after, hybrid_floor)
-            if head:  # as search shows them: never above the head's last
-                cap = head[-1].score
-                relevance.update((f.rowid, min(f.score, cap)) for f in after)
+            top = max((f.score for f in after), default=0.0)
+            if head and top > head[-1].score:  # in their order, below the head's last
+                shrink = head[-1].score / top
+                relevance.update((f.rowid, f.score * shrink) for f in after)
         if reranker is not None:
             ordered, why = _reranked(db, reranker, query, ordered, relevance)
             if why is not None and notes is not None:
