@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
 import re
 import sys
@@ -184,8 +185,6 @@ def score_question(ranked: list[set[str]], texts: list[str], gold: set[str]) -> 
 
 def chunk_dia_ids(mem: mindfile.Mindfile) -> dict[str, set[str]]:
     """Each chunk's evidence ids (from its metadata), to score what a context holds."""
-    import json
-
     out: dict[str, set[str]] = {}
     for chunk_id, meta in mem.db.query("SELECT chunk_id, metadata_json FROM chunks"):
         m = json.loads(meta)
@@ -224,8 +223,6 @@ def score_context(
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    import json
-
     data = json.loads(Path(args.data).read_text())
     if args.limit:
         data = data[: args.limit]
@@ -502,14 +499,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.time_config:
-        import json
-
         from mindfile.retrieve import temporal
 
         temporal.DEFAULT_TIME_CONFIG = temporal.TimeConfig(**json.loads(args.time_config))
     if args.neighbor_config or args.no_neighbors:
-        import json
-
         from mindfile.retrieve import neighbors
 
         fields = json.loads(args.neighbor_config or "{}")
@@ -517,8 +510,6 @@ def main() -> None:
             fields["weight"] = 0.0  # build_context too
         neighbors.DEFAULT_NEIGHBOR_CONFIG = neighbors.NeighborConfig(**fields)
     if args.token_match_config or args.no_token_match:
-        import json
-
         from mindfile.retrieve import token_match
 
         fields = json.loads(args.token_match_config or "{}")
@@ -526,8 +517,6 @@ def main() -> None:
             fields["weight"] = 0.0  # build_context too
         token_match.DEFAULT_TOKEN_MATCH_CONFIG = token_match.TokenMatchConfig(**fields)
     if args.feedback_config:
-        import json
-
         from mindfile.retrieve import feedback
 
         for name, value in json.loads(args.feedback_config).items():
@@ -535,16 +524,12 @@ def main() -> None:
                 raise SystemExit(f"--feedback-config: unknown constant {name!r}")
             setattr(feedback, name, value)
     if args.preference_config:
-        import json
-
         from mindfile.retrieve import preferences
 
         preferences.DEFAULT_PREFERENCE_CONFIG = preferences.PreferenceConfig(
             **json.loads(args.preference_config)
         )
     if args.context_config:
-        import json
-
         global CONTEXT_CONFIG
         CONTEXT_CONFIG = mindfile.ContextConfig(**json.loads(args.context_config))
     if not Path(args.data).exists():
