@@ -38,13 +38,11 @@ lock; every process switches at its next search.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import threading
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import cast
@@ -53,13 +51,12 @@ import apsw
 import numpy as np
 
 from mindfile.retrieve.fts import COLUMN_WEIGHTS, content_words, query_words
-from mindfile.retrieve.lexical_disk import LexManifest, Segment, collect, merge
+from mindfile.retrieve.lexical_disk import LexManifest, Segment, collect
+from mindfile.retrieve.lexical_publish import write_generation
 from mindfile.retrieve.lexical_state import (
     Delta,
     State,
     analyse_batch,
-    combine,
-    published_bounds,
 )
 from mindfile.storage.backend import AnyDatabase
 from mindfile.storage.db import Database
@@ -603,47 +600,20 @@ class Bm25Index:
                     max_id, changes = state.max_rowid, state.changes_seen
                     old = state.manifest
             flats = [d.flat(a) for d, a in zip(frozen, alive, strict=True)]
-            built = datetime.now(UTC).isoformat(timespec="seconds")
-            if full:
-                if l0 is not None:
-                    assert l0_alive is not None
-                    flats.insert(0, l0.seg.flat(l0_alive))
-                gen, docs, postings, total = merge(
-                    folder,
-                    base.seg if base else None,
-                    base_alive,
-                    combine(flats),
-                    extra=published_bounds,
-                )
-                manifest = LexManifest(
-                    store=self._store,
-                    analyzer=self._analyzer,
-                    generation=gen,
-                    max_id=max_id,
-                    changes_seq=changes,
-                    docs=docs,
-                    postings=postings,
-                    total_len=total,
-                    built_at=built,
-                )
-            else:
-                assert base is not None and base_alive is not None and old is not None
-                dead = np.asarray(base.seg.doc_rowid)[~base_alive]
-                gen, docs, postings, total = merge(
-                    folder, l0.seg if l0 else None, l0_alive, combine(flats), dead=dead
-                )
-                manifest = dataclasses.replace(
-                    old,
-                    max_id=max_id,
-                    changes_seq=changes,
-                    built_at=built,
-                    l0=gen,
-                    l0_docs=docs,
-                    l0_postings=postings,
-                    l0_total_len=total,
-                )
-            manifest.save(folder / MANIFEST)
-            collect(folder, keep=[manifest.generation, manifest.l0])
+            manifest = write_generation(
+                folder,
+                flats,
+                base=base.seg if base else None,
+                base_alive=base_alive,
+                l0=l0.seg if l0 else None,
+                l0_alive=l0_alive,
+                full=full,
+                old=old,
+                store=self._store,
+                analyzer=self._analyzer,
+                max_id=max_id,
+                changes_seq=changes,
+            )
         self._merge_failed_at = None
         if not self._closing:
             fresh = self._open(manifest)

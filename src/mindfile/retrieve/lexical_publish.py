@@ -1,0 +1,76 @@
+"""Writing a BM25 generation (:meth:`mindfile.retrieve.lexical.Bm25Index.merge`): the
+file side of a merge, run with the folder's build lock held and no lock of the index
+(docs/architecture.md, "Index lifecycle"; the format is :mod:`.lexical_disk`'s)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from mindfile.retrieve.lexical_disk import Flat, LexManifest, Segment, collect, merge
+from mindfile.retrieve.lexical_state import combine, published_bounds
+from mindfile.vector.ann_disk import MANIFEST
+
+__all__ = ["write_generation"]
+
+
+def write_generation(
+    folder: Path,
+    flats: list[Flat],
+    *,
+    base: Segment | None,
+    base_alive: npt.NDArray[np.bool_] | None,
+    l0: Segment | None,
+    l0_alive: npt.NDArray[np.bool_] | None,
+    full: bool,
+    old: LexManifest | None,
+    store: str,
+    analyzer: str,
+    max_id: int,
+    changes_seq: int,
+) -> LexManifest:
+    """Publish ``flats`` (the frozen deltas' postings, their dead documents left out)
+    with the published generations (``base``, ``l0``, their documents alive here): as a
+    new base holding everything when ``full``, else as a new L0 generation that also
+    tombstones the base's dead documents. Saves the manifest (the switch other processes
+    see) and removes the generations it no longer names; returns it."""
+    built = datetime.now(UTC).isoformat(timespec="seconds")
+    if full:
+        if l0 is not None:
+            assert l0_alive is not None
+            flats = [l0.flat(l0_alive), *flats]
+        gen, docs, postings, total = merge(
+            folder, base, base_alive, combine(flats), extra=published_bounds
+        )
+        manifest = LexManifest(
+            store=store,
+            analyzer=analyzer,
+            generation=gen,
+            max_id=max_id,
+            changes_seq=changes_seq,
+            docs=docs,
+            postings=postings,
+            total_len=total,
+            built_at=built,
+        )
+    else:
+        assert base is not None and base_alive is not None and old is not None
+        dead = np.asarray(base.doc_rowid)[~base_alive]
+        gen, docs, postings, total = merge(folder, l0, l0_alive, combine(flats), dead=dead)
+        manifest = dataclasses.replace(
+            old,
+            max_id=max_id,
+            changes_seq=changes_seq,
+            built_at=built,
+            l0=gen,
+            l0_docs=docs,
+            l0_postings=postings,
+            l0_total_len=total,
+        )
+    manifest.save(folder / MANIFEST)
+    collect(folder, keep=[manifest.generation, manifest.l0])
+    return manifest
