@@ -8,6 +8,10 @@ once at least :data:`MIN_CHUNKS` chunks were written and no write came for
 (which publishes its generation when the delta is large) and starts the BM25 index's
 background build. A store that is written to in a steady trickle is never followed:
 its searches catch up a few chunks each, as before.
+
+The thread's first start also runs ``prepare`` once: what the first search of the
+process would otherwise load itself (the token matcher, the time parser), so a search
+right after a bulk ingest does not pay for it.
 """
 
 from __future__ import annotations
@@ -40,8 +44,10 @@ class IdleFollower:
         *,
         idle: float = IDLE_SECONDS,
         min_chunks: int = MIN_CHUNKS,
+        prepare: Callable[[], None] | None = None,
     ) -> None:
         self._follow = follow
+        self._prepare = prepare
         self._idle = idle
         self._min_chunks = min_chunks
         self._cond = threading.Condition()
@@ -68,6 +74,12 @@ class IdleFollower:
                 self._thread.start()
 
     def _run(self) -> None:
+        prepare, self._prepare = self._prepare, None
+        if prepare is not None:
+            try:
+                prepare()
+            except Exception:  # the first search loads it then
+                logger.warning("preparing the read path failed", exc_info=True)
         while True:
             with self._cond:
                 while not self._closed:

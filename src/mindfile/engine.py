@@ -36,6 +36,7 @@ from mindfile.manage.importance import expires_at as _expires_at
 from mindfile.retrieve.lexical import Bm25Index
 from mindfile.retrieve.preferences import backfill as backfill_statements
 from mindfile.retrieve.reranker import Reranker, check_reranker
+from mindfile.retrieve.temporal import load_parser
 from mindfile.retrieve.token_match import backfill as backfill_token_sets
 from mindfile.retrieve.token_match import matcher_for
 from mindfile.retrieve.token_match import stop as stop_token_sets
@@ -255,7 +256,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI, SearchA
         #: The latest events of active sessions, kept in process (mindfile.context.cache).
         self.working_memory = _ctx.WorkingMemory()
         #: Catches the indexes up once a bulk write pauses (mindfile._follow).
-        self._follower = IdleFollower(self._follow_indexes)
+        self._follower = IdleFollower(self._follow_indexes, prepare=self._prepare_reads)
         #: Publishes the indexes from a helper process during a bulk ingest (_publish).
         self._publisher = publisher_for(
             self.db, self.path, self.index, self.lexical, read_only=self.read_only
@@ -488,6 +489,13 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI, SearchA
         if self._publisher is not None:
             self._publisher.wrote(added)
         return added
+
+    def _prepare_reads(self) -> None:
+        """Load what the first search would (a bulk ingest started: searches follow)."""
+        if self.db.closed:
+            return
+        load_parser()
+        matcher_for(self.embedder)
 
     def _follow_indexes(self) -> None:
         """After a bulk write and a pause: catch the vector index up (publishing its

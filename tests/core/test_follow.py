@@ -149,3 +149,55 @@ def test_a_folder_sync_is_followed_like_a_bulk_write(tmp_path: Path) -> None:
         report = mem.sync([notes])
         assert report.chunks_added >= 6
         assert _wait_for(lambda: seen == [1])
+
+
+def test_prepare_runs_once_before_the_first_follow() -> None:
+    order: list[str] = []
+    follower = IdleFollower(
+        lambda: order.append("follow"),
+        idle=0.05,
+        min_chunks=1,
+        prepare=lambda: order.append("prepare"),
+    )
+    follower.wrote(1)
+    assert _wait_for(lambda: follower.runs == 1)
+    follower.wrote(1)  # a second bulk write: a new thread, no second prepare
+    assert _wait_for(lambda: follower.runs == 2)
+    follower.close()
+    assert order == ["prepare", "follow", "follow"]
+
+
+def test_a_failing_prepare_is_logged_and_the_follow_still_runs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    calls: list[int] = []
+
+    def prepare() -> None:
+        raise RuntimeError("no model")
+
+    follower = IdleFollower(lambda: calls.append(1), idle=0.02, min_chunks=1, prepare=prepare)
+    follower.wrote(1)
+    assert _wait_for(lambda: follower.runs == 1)
+    follower.close()
+    assert calls == [1]
+    assert "preparing the read path failed" in caplog.text
+
+
+def test_a_bulk_write_prepares_the_first_search(tmp_path: Path) -> None:
+    """The bundled model's token matcher (and the time parser) are loaded by the
+    follower thread once a bulk write starts, not by the first search after it."""
+    from mindfile.retrieve import token_match
+
+    mem = mindfile.open(tmp_path / "prep.db")
+    try:
+        assert getattr(mem.embedder, token_match._ATTRIBUTE, None) is None
+        mem._follower = IdleFollower(
+            mem._follow_indexes, idle=5.0, min_chunks=10, prepare=mem._prepare_reads
+        )
+        mem.store_many([("s", i, f"a note about the garden, number {i}") for i in range(20)])
+        # Prepared while the writes have not paused yet (idle 5 s): before any follow.
+        assert _wait_for(lambda: getattr(mem.embedder, token_match._ATTRIBUTE, None) is not None)
+        assert isinstance(token_match.matcher_for(mem.embedder), token_match.TokenMatcher)
+        assert mem._follower.runs == 0
+    finally:
+        mem.close()

@@ -66,6 +66,12 @@ def time_query(query: str, as_of: datetime) -> TimeQuery | None:
     return parse_time_query(query, as_of)
 
 
+def load_parser() -> None:
+    """Import the time parser now (~15 ms of regular expressions, paid otherwise by the
+    first search that looks for time expressions)."""
+    import mindfile.retrieve.timeq  # noqa: F401
+
+
 def chunk_times(db: AnyDatabase, rowids: list[int]) -> dict[int, float]:
     """Each chunk's time (``occurred_at``, else ``created_at``) as epoch seconds."""
     if not rowids:
