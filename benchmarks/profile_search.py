@@ -77,7 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     queries = ChatCorpus(args.locomo).queries(args.searches)
-    with mindfile.open(args.store, vector_index=args.index, read_only=True) as eng:
+    # Read-only where the index allows it (zvec and lancedb keep theirs writable).
+    read_only = args.index in ("exact", "sqlite-vec")
+    with mindfile.open(args.store, vector_index=args.index, read_only=read_only) as eng:
         settle(eng)
         for q in queries[:50]:
             eng.search(q, mode=args.mode)
