@@ -16,7 +16,11 @@ Items are split into halves by index parity (A = even, B = odd). Every configura
 run on both halves; ``cv`` picks the best one on one half (by r@10, then r@50) and
 reports it on the other.
 
-    python benchmarks/preferences.py [--json] [--configs '[{"weight": 0.3}, ...]']
+    python benchmarks/preferences.py [--json] [--configs '[{"weight": 0.3}, ...]'] [--context]
+
+``--context`` also counts the item's turns among the memories of a ``build_context`` for
+the question (a new session of the user) at 1,000 / 2,000 / 4,000 tokens: ``ctx@B``, with
+``ContextConfig(preferences=False)`` for ``"off"``.
 
 A configuration is ``"off"`` (``search(preferences=False)``) or
 :class:`mindfile.retrieve.preferences.PreferenceConfig` fields.
@@ -248,6 +252,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     timings[name].append(time.perf_counter() - t0)
                     ids = [h.chunk_id for h in hits]
                     row = {f"r@{k}": len(planted & set(ids[:k])) / len(planted) for k in KS}
+                    if args.context:
+                        row |= context_recall(mem, item["question"], planted, cfg != "off")
                     scores[name].append((i, row))
     result: dict[str, Any] = {
         "items": len(items),
@@ -265,6 +271,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["configs"][name] = entry
     result["cv"] = cross_validate(result["configs"])
     return result
+
+
+#: Token budgets of ``--context``.
+CONTEXT_BUDGETS = (1000, 2000, 4000)
+
+
+def context_recall(
+    mem: mindfile.Mindfile, question: str, planted: set[str], on: bool
+) -> dict[str, float]:
+    """``ctx@B``: the share of the item's turns among the memories of a ``build_context``
+    for the question, asked in a new session of the user, at each budget ``B``."""
+    out = {}
+    config = mindfile.ContextConfig(preferences=on)
+    for budget in CONTEXT_BUDGETS:
+        ctx = mem.build_context(
+            "question", question, token_budget=budget, user_id=USER, config=config
+        )
+        held = {i.chunk_id for i in ctx.items if i.source in ("memory", "salient")}
+        out[f"ctx@{budget}"] = len(planted & held) / len(planted)
+    return out
 
 
 def latency(args: argparse.Namespace) -> dict[str, Any]:
@@ -349,6 +375,14 @@ def print_report(result: dict[str, Any]) -> None:
         rows.append(row | {"p50 ms": round(entry["p50_ms"], 2)})
     cols = ["config"] + [f"{h} {m}" for h in ("A", "B", "all") for m in ("r@5", "r@10", "r@50")]
     print_table(rows, [*cols, "p50 ms"], "Preference recall (planted turns in the top k)")
+    ctx_keys = [f"ctx@{b}" for b in CONTEXT_BUDGETS]
+    if any(k in entry["all"] for entry in result["configs"].values() for k in ctx_keys):
+        rows = [
+            {"config": name}
+            | {f"{h} {k}": round(entry[h][k], 3) for h in ("A", "B", "all") for k in ctx_keys}
+            for name, entry in result["configs"].items()
+        ]
+        print_table(rows, list(rows[0]), "Inside build_context (planted turns among memories)")
     cv = result["cv"]
     if cv:
         print_table(cv, list(cv[0]), "Cross-validation (chosen on one half, reported on the other)")
@@ -367,6 +401,11 @@ def main() -> None:
     parser.add_argument("--configs", default="", help='JSON list: "off" or PreferenceConfig fields')
     parser.add_argument("--seed", default="0", help="placement seed")
     parser.add_argument("--limit", type=int, default=0, help="only the first N items")
+    parser.add_argument(
+        "--context",
+        action="store_true",
+        help="also the items' turns inside build_context at 1k/2k/4k tokens (ctx@)",
+    )
     parser.add_argument(
         "--haystack", type=int, default=1, help="LoCoMo conversations per item's store"
     )

@@ -49,6 +49,7 @@ from mindfile.errors import InvalidInputError, LimitExceededError, MindfileError
 from mindfile.index.chunking import normalize_text
 from mindfile.index.pipeline import check_id, check_time
 from mindfile.memory.summary import read_summary_state
+from mindfile.retrieve.preferences import leg_query, recommendation_intent
 from mindfile.retrieve.search import DEFAULT_CANDIDATES
 from mindfile.retrieve.token_match import matcher_for
 from mindfile.tokens import TokenCounter, estimate_tokens, message_tokens
@@ -101,7 +102,11 @@ def build_context(
     upper = state.upper_sequence if state is not None else -1
     tail = engine.working_memory.recent(engine.stores.events, session_id, cfg.recent_turns)
     recent = [r for r in tail if r.sequence > upper]
-    query_vec, degraded = _query_vector(engine, query, query_embedding)
+    # A recommendation question: the legs search its topic, as search does for one.
+    intent = cfg.hybrid and cfg.preferences and recommendation_intent(query)
+    query_vec, degraded = _query_vector(
+        engine, leg_query(query, "vector") if intent else query, query_embedding
+    )
     scope = resolve_scope(
         engine.db,
         session_id,
@@ -117,7 +122,7 @@ def build_context(
     available = token_budget - reserved
     notes = [degraded] if degraded else []
     ranked = _rank_memories(
-        engine, scope, query, query_vec, cfg, clock, available, query_date, notes
+        engine, scope, query, query_vec, cfg, clock, available, query_date, notes, intent
     )
     packer = _Packer(token_counter, available, grouped=cfg.group_by_session)
     for dup, _of, why in ranked.duplicates:
@@ -244,9 +249,11 @@ def _rank_memories(
     available: int,
     as_of: datetime | None = None,
     notes: list[str] | None = None,
+    intent: bool = False,
 ) -> Reranked:
     """The salience, relevance, lexical and hybrid legs, reranked and de-duplicated
-    (what degraded on the way appended to ``notes``)."""
+    (what degraded on the way appended to ``notes``; ``intent``: a recommendation
+    question, ``query_vec`` then embeds its topic)."""
     candidates = gather_candidates(
         engine.db,
         engine.index,
@@ -266,6 +273,7 @@ def _rank_memories(
         as_of=as_of,
         token_matcher=matcher_for(engine.embedder) if cfg.token_match else None,
         feedback=cfg.feedback,
+        preferences=intent,
         reranker=engine.reranker if cfg.rerank else None,
         notes=notes,
     )

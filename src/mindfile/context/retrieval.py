@@ -53,6 +53,7 @@ from mindfile.retrieve.feedback import HEAD as FEEDBACK_HEAD
 from mindfile.retrieve.feedback import apply_feedback
 from mindfile.retrieve.fusion import Fused, normalizers, weighted_fusion
 from mindfile.retrieve.neighbors import apply_neighbors
+from mindfile.retrieve.preferences import apply_preferences, leg_query
 from mindfile.retrieve.reranker import RERANK_DEPTH, Reranker, rank_texts
 from mindfile.retrieve.retriever import ReadFilter, Retriever
 from mindfile.retrieve.search import DEFAULT_CANDIDATES
@@ -123,6 +124,7 @@ def gather_candidates(
     as_of: datetime | None = None,
     token_matcher: TokenMatcher | None = None,
     feedback: bool = False,
+    preferences: bool = False,
     reranker: Reranker | None = None,
     notes: list[str] | None = None,
 ) -> list[Candidate]:
@@ -142,7 +144,11 @@ def gather_candidates(
     the hybrid leg after its first ``HEAD`` is lifted by feedback as in ``search``; the
     relevance of what follows the first ``HEAD`` keeps the order of its fused scores but
     is scaled to at most the ``HEAD``-th's (their order is search's, and the rerank sees
-    no lifted memory above the first ten). With ``reranker``, the
+    no lifted memory above the first ten). With ``preferences`` (a recommendation
+    question, :mod:`mindfile.retrieve.preferences`), the BM25 leg searches the
+    question's topic, and the user's statements join the hybrid leg and are lifted, as
+    in ``search`` (``query_vec`` is then the topic's, the caller's doing); a lifted
+    statement is admitted whatever its cosine. With ``reranker``, the
     hybrid leg's best :data:`~mindfile.retrieve.reranker.RERANK_DEPTH` are taken in its
     order, the k-th of them getting the k-th best fused score as its relevance (the
     scores the ranking formula sees keep their scale); why it could not run, if it
@@ -161,7 +167,7 @@ def gather_candidates(
     flt = ReadFilter(condition=sql, params=tuple(params))
     retriever = Retriever(db, index, lexical)
     found = retriever.legs(
-        query,
+        leg_query(query, "bm25") if preferences else query,
         query_vec,
         flt,
         vector_k=max(candidate_pool, depth),
@@ -187,6 +193,16 @@ def gather_candidates(
         tq = None if as_of is None else time_query(query, as_of)
         if tq is not None:
             apply_time(db, fused, tq)
+        if preferences:  # a recommendation question, as search ranks one
+            apply_preferences(
+                db,
+                fused,
+                index=index,
+                query_vec=query_vec if vector_leg else None,
+                where=flt.resolve(db),
+                vector_weight=fusion_weights[0],
+                vector_width=fusion_calibration[0] if fusion_calibration is not None else 0.0,
+            )
         ordered = _admitted(fused.values(), hybrid_floor)
         relevance.update((f.rowid, f.score) for f in fused.values())
         if feedback and lexical is not None and hybrid_k > FEEDBACK_HEAD:
@@ -222,9 +238,12 @@ def gather_candidates(
 
 def _admitted(fused: Iterable[Fused], floor: float) -> list[Fused]:
     """The fused results the hybrid leg may admit, best first: a BM25 or feedback match,
-    or a cosine at or above ``floor`` (nearest is not near)."""
+    a statement lifted for a recommendation question, or a cosine at or above ``floor``
+    (nearest is not near)."""
     admissible = (
-        f for f in fused if f.fts is not None or f.feedback or (f.vector or -1.0) >= floor
+        f
+        for f in fused
+        if f.fts is not None or f.feedback or f.preference or (f.vector or -1.0) >= floor
     )
     return sorted(admissible, key=lambda f: (-f.score, f.rowid))
 

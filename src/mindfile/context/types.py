@@ -100,6 +100,10 @@ class ContextConfig:
     - ``feedback``: lift, after that ranking's first ten, what the best results' shared
       words find, as ``search`` does for more than ten results (True; docs/retrieval.md
       "Feedback"). Memories it lifts rank at most as relevant as the tenth.
+    - ``preferences``: for a recommendation question ("can you recommend ...?"), run the
+      hybrid ranking as ``search`` does for one: the legs search the question's topic,
+      and the user's statements about themselves (preferences, habits, possessions)
+      join and are lifted (True; docs/retrieval.md "Preference recall").
     - ``rerank``: with a reranker configured (``mindfile.open(reranker=...)``), let it
       order the hybrid ranking's best 50 before the budget admits them, as ``search``
       does (True; docs/retrieval.md "Reranking"). A failure keeps the fused order and
@@ -130,6 +134,7 @@ class ContextConfig:
     hybrid_floor: float = 0.3
     token_match: bool = True
     feedback: bool = True
+    preferences: bool = True
     rerank: bool = True
     include_files: bool = False
     group_by_session: bool = True
@@ -163,6 +168,8 @@ class ContextConfig:
             raise ConfigError("token_match must be a bool")
         if not isinstance(self.feedback, bool):
             raise ConfigError("feedback must be a bool")
+        if not isinstance(self.preferences, bool):
+            raise ConfigError("preferences must be a bool")
         if not isinstance(self.rerank, bool):
             raise ConfigError("rerank must be a bool")
         if not isinstance(self.group_by_session, bool):
@@ -188,6 +195,7 @@ class ContextConfig:
             "hybrid_floor": self.hybrid_floor,
             "token_match": self.token_match,
             "feedback": self.feedback,
+            "preferences": self.preferences,
             "rerank": self.rerank,
             "include_files": self.include_files,
             "group_by_session": self.group_by_session,
