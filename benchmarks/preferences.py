@@ -224,6 +224,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             with mindfile.open(Path(tmp) / f"item{i}.db") as mem:
                 mem.store_many(events, user_id=USER)
                 prefs.backfill(mem.db)  # as the backfill leaves a store (written unclassified)
+                # Built now: until the BM25 index is ready (a background build), searches
+                # rank with FTS5, by a number of questions that varies from run to run.
+                if mem.lexical is not None:
+                    mem.lexical.size()
                 planted = {
                     str(cid)
                     for cid, meta in mem.db.query("SELECT chunk_id, metadata_json FROM chunks")

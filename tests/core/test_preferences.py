@@ -176,6 +176,36 @@ def test_a_planted_preference_is_found_for_a_recommendation_question(
         mem_static.search(question, preferences=1)  # type: ignore[arg-type]
 
 
+def test_build_context_ranks_a_recommendation_question_as_search_does(
+    mem_static: mindfile.Mindfile,
+) -> None:
+    events = [
+        ("s", i, {"role": "assistant" if i % 2 else "user", "content": t})
+        for i, t in enumerate(DISTRACTORS, start=1)
+    ]
+    events.append(("s", 99, {"role": "user", "content": "I've been learning Premiere Pro lately"}))
+    mem_static.store_many(events, user_id="u")
+    question = "Can you recommend a video editing course?"
+
+    def memories(**config: object) -> list[str]:
+        ctx = mem_static.build_context(
+            "asking",
+            question,
+            token_budget=2000,
+            user_id="u",
+            config=mindfile.ContextConfig(max_memories=3, **config),  # type: ignore[arg-type]
+        )
+        return [i.text for i in ctx.items if i.source == "memory"]
+
+    on = memories()
+    assert any("Premiere" in t for t in on), on
+    off = memories(preferences=False)
+    assert off and all("Premiere" not in t for t in off), off
+    assert memories(hybrid=False) == memories(hybrid=False, preferences=False)
+    with pytest.raises(mindfile.ConfigError):
+        mindfile.ContextConfig(preferences="yes")  # type: ignore[arg-type]
+
+
 def test_the_third_leg_finds_statements_outside_the_candidates_within_the_filter(
     mem_static: mindfile.Mindfile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
