@@ -19,9 +19,8 @@ def test_the_quick_start_snippet_runs(
     exec(compile(match.group(1), str(DOC), "exec"), {"__name__": "__snippet__"})
     out = capsys.readouterr().out.splitlines()
     assert out[0] == (
-        "memory 44 similarity 0.71 ≥ 0.655 and lexical match (BM25 top 5) and among the best "
-        "of search's ranking (relevance 0.70); final 0.74 = 0.70×relevance 0.70 + 0.20×1.00 "
-        "+ 0.10×0.50"
+        "memory 44 lexical match (BM25 top 5) and among the best of search's ranking "
+        "(relevance 1.40); final 0.95 = 0.70×relevance 1.00 + 0.20×1.00 + 0.10×0.50"
     )
     assert len(out) == 5  # the trains note is unrelated: no BM25 match, cosine below the floor
     assert out[1] == "recent 18 latest turn #1 (newest first) of the last 10"
