@@ -103,7 +103,7 @@ class ContextConfig:
     - ``preferences``: for a recommendation question ("can you recommend ...?"), run the
       hybrid ranking as ``search`` does for one: the legs search the question's topic,
       and the user's statements about themselves (preferences, habits, possessions)
-      join and are lifted (True; docs/retrieval.md "Preference recall").
+      join and are lifted (True, with ``hybrid``; docs/retrieval.md "Preference recall").
     - ``rerank``: with a reranker configured (``mindfile.open(reranker=...)``), let it
       order the hybrid ranking's best 50 before the budget admits them, as ``search``
       does (True; docs/retrieval.md "Reranking"). A failure keeps the fused order and
