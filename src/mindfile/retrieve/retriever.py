@@ -126,6 +126,9 @@ class Retriever:
         self.index = index
         self.lexical = lexical
         self.full_text = full_text(db)
+        #: Each filter as :meth:`_scope` resolved it: a read's legs and its feedback
+        #: query resolve it once (a context's scope is ~100k rowids at 117k chunks).
+        self._scopes: dict[ReadFilter, tuple[VectorFilter | None, set[int]] | None] = {}
 
     def _overlap(self, bm25: Bm25Index) -> bool:
         """Whether to run the BM25 leg on the side thread while this thread runs the
@@ -193,12 +196,17 @@ class Retriever:
 
     def _scope(self, flt: ReadFilter) -> tuple[VectorFilter | None, set[int]] | None:
         """``flt`` as the indexes take it, and the expired chunks every read leaves out
-        (ask for that many more, then drop them); None when it allows no chunk."""
+        (ask for that many more, then drop them); None when it allows no chunk. Resolved
+        once per filter in this retriever (one read)."""
+        if flt in self._scopes:
+            return self._scopes[flt]
         hidden = hidden_rowids(lifecycle_store(self.db), utcnow())
         where = flt.resolve(self.db)
+        out: tuple[VectorFilter | None, set[int]] | None = (where, hidden)
         if where is not None and where.rowids is not None and len(where.rowids) == 0:
-            return None
-        return where, hidden
+            out = None
+        self._scopes[flt] = out
+        return out
 
     def weighted_lexical(
         self, terms: Sequence[str], weights: Sequence[float], flt: ReadFilter, k: int
