@@ -145,17 +145,17 @@ def test_search_store_filters_hit_rows_and_session_lists(seam: Seam) -> None:
     seam.add_note("memory:ann", "n1", "a tagged note", ["food", "fav"])
     seam.add_note("memory:ann", "n2", "another note", ["food"])
     one, two, three, note1, note2 = seam.rowids()
-    assert search.rowids_matching(None) == [one, two, three, note1, note2]
-    assert search.rowids_matching(()) == []
-    assert search.rowids_matching(["s1", "s2"]) == [one, two, three]
-    assert search.rowids_matching(None, ["food"]) == [note1, note2]
-    assert search.rowids_matching(None, ["food", "fav"]) == [note1]
-    assert search.rowids_matching(["s1"], ["food"]) == []
+    assert search.rowids_matching(None).tolist() == [one, two, three, note1, note2]
+    assert search.rowids_matching(()).tolist() == []
+    assert search.rowids_matching(["s1", "s2"]).tolist() == [one, two, three]
+    assert search.rowids_matching(None, ["food"]).tolist() == [note1, note2]
+    assert search.rowids_matching(None, ["food", "fav"]).tolist() == [note1]
+    assert search.rowids_matching(["s1"], ["food"]).tolist() == []
     condition, params = recall.scope_condition(_scope("s1"))
-    assert search.rowids_matching(None, (), condition, params) == [one, two]
-    assert search.rowids_matching(["s2"], (), condition, params) == []
+    assert search.rowids_matching(None, (), condition, params).tolist() == [one, two]
+    assert search.rowids_matching(["s2"], (), condition, params).tolist() == []
     scoped = recall.scope_condition(_scope("s1", recent_from=2))
-    assert search.rowids_matching(None, (), *scoped) == [one]
+    assert search.rowids_matching(None, (), *scoped).tolist() == [one]
     rows = search.chunk_rows([two, 10**9])
     assert list(rows) == [two]
     rowid, _chunk_id, session, text, start, end, meta, when = rows[two]

@@ -99,7 +99,7 @@ class ReadFilter:
             rows = search_store(db).rowids_matching(
                 self.session_ids, self.tags, self.condition, self.params
             )
-            return VectorFilter(rowids=np.fromiter(rows, np.int64, len(rows)))
+            return VectorFilter(rowids=rows)
         if self.session_ids is not None:
             return VectorFilter(session_ids=self.session_ids)
         return None
@@ -128,7 +128,8 @@ class Retriever:
         self.full_text = full_text(db)
         #: Each filter as :meth:`_scope` resolved it: a read's legs and its feedback
         #: query resolve it once (a context's scope is ~100k rowids at 117k chunks).
-        self._scopes: dict[ReadFilter, tuple[VectorFilter | None, set[int]] | None] = {}
+        #: (A list: a Postgres filter's parameters may hold lists, so it is not hashable.)
+        self._scopes: list[tuple[ReadFilter, tuple[VectorFilter | None, set[int]] | None]] = []
 
     def _overlap(self, bm25: Bm25Index) -> bool:
         """Whether to run the BM25 leg on the side thread while this thread runs the
@@ -198,14 +199,15 @@ class Retriever:
         """``flt`` as the indexes take it, and the expired chunks every read leaves out
         (ask for that many more, then drop them); None when it allows no chunk. Resolved
         once per filter in this retriever (one read)."""
-        if flt in self._scopes:
-            return self._scopes[flt]
+        for seen, resolved in self._scopes:
+            if seen is flt or seen == flt:
+                return resolved
         hidden = hidden_rowids(lifecycle_store(self.db), utcnow())
         where = flt.resolve(self.db)
         out: tuple[VectorFilter | None, set[int]] | None = (where, hidden)
         if where is not None and where.rowids is not None and len(where.rowids) == 0:
             out = None
-        self._scopes[flt] = out
+        self._scopes.append((flt, out))
         return out
 
     def weighted_lexical(

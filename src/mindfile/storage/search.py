@@ -15,6 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from mindfile.storage import log
 from mindfile.storage.db import Database
 from mindfile.storage.fulltext import filter_clause
@@ -114,7 +117,7 @@ class SearchStore(Protocol):
         tags: Sequence[str] = (),
         condition: str | None = None,
         params: Sequence[Any] = (),
-    ) -> list[int]:
+    ) -> npt.NDArray[np.int64]:
         """Rowids (ascending) of the chunks a read filter allows: of ``session_ids``
         (None: any; empty: none), carrying every tag of ``tags``, passing ``condition``
         (SQL on ``chunks AS c`` in this backend's dialect, e.g. the recall store's
@@ -216,6 +219,8 @@ WHERE id IN (SELECT value FROM json_each(?2)) AND user_statement IS NULL
 """
 
 ROWIDS_WHERE = "SELECT c.id FROM chunks AS c WHERE 1{condition}"
+# The same as one string ("1,5,9"): ~100k rowids in one row cost ~3x less than a row each.
+ROWIDS_JOINED = "SELECT group_concat(c.id) FROM chunks AS c WHERE 1{condition}"
 
 # The text only for the chunks without a set (to tokenise them in the search).
 TOKEN_SETS = """
@@ -251,6 +256,7 @@ class SearchSql:
     unclassify_all: str
     classify: str
     rowids_where: str
+    rowids_joined: str
     token_sets: str
     untokenized_after: str
     store_token_set: str
@@ -363,9 +369,15 @@ class SqlSearchStore:
         tags: Sequence[str] = (),
         condition: str | None = None,
         params: Sequence[Any] = (),
-    ) -> list[int]:
+    ) -> npt.NDArray[np.int64]:
         sql, all_params = self._filter(session_ids, tags, condition, params)
-        return sorted(self.rowids_where(sql, all_params))
+        row = self.db.query_one(self.SQL.rowids_joined.format(condition=sql), list(all_params))
+        joined = None if row is None else row[0]
+        if not joined:
+            return np.zeros(0, dtype=np.int64)
+        out = np.fromstring(str(joined), dtype=np.int64, sep=",")
+        out.sort()
+        return out
 
 
 def _texts(rows: Sequence[Sequence[Any]]) -> list[tuple[int, str, str]]:
@@ -390,6 +402,7 @@ class SqliteSearchStore(SqlSearchStore):
         unclassify_all=UNCLASSIFY_ALL,
         classify=CLASSIFY,
         rowids_where=ROWIDS_WHERE,
+        rowids_joined=ROWIDS_JOINED,
         token_sets=TOKEN_SETS,
         untokenized_after=UNTOKENIZED_AFTER,
         store_token_set=STORE_TOKEN_SET,

@@ -96,6 +96,7 @@ WHERE id = ANY(%s::bigint[]) AND user_statement IS NULL
 """
 
 ROWIDS_WHERE = "SELECT c.id FROM chunks AS c WHERE true{condition}"
+ROWIDS_JOINED = "SELECT string_agg(c.id::text, ',') FROM chunks AS c WHERE true{condition}"
 
 TOKEN_SETS = """
 SELECT id, token_set, CASE WHEN token_set IS NULL THEN chunk_text END FROM chunks
@@ -164,6 +165,7 @@ class PgSearchStore(SqlSearchStore):
         unclassify_all=UNCLASSIFY_ALL,
         classify=CLASSIFY,
         rowids_where=ROWIDS_WHERE,
+        rowids_joined=ROWIDS_JOINED,
         token_sets=TOKEN_SETS,
         untokenized_after=UNTOKENIZED_AFTER,
         store_token_set=STORE_TOKEN_SET,
