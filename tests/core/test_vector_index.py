@@ -225,6 +225,24 @@ def test_rebuild_gives_the_same_results(index_name: str, db_path: Path) -> None:
         assert mem.index.size() == 45
 
 
+def test_a_filter_of_many_sessions(index_name: str, db_path: Path) -> None:
+    """A user's sessions: more than a few session ids in one filter (the exact index
+    then matches them through its rows' session ordinals), before and after more rows
+    and sessions arrive, with and without rowids."""
+    many = [f"session-{i}" for i in range(40)]
+    with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=index_name) as mem:
+        fill(mem, 200, many)
+        wanted = [*many[::2], "nobody"]  # 21 sessions, one of them unknown
+        for seed in range(4):
+            check(mem, unit(seed), 15, sessions=wanted)
+            check(mem, unit(seed), 15, sessions=many[:3])
+        fill(mem, 80, [f"later-{i}" for i in range(20)])
+        rowids = [int(r[0]) for r in mem.db.query("SELECT chunk_rowid FROM chunks_vec")][::3]
+        for seed in range(4):
+            check(mem, unit(seed), 15, sessions=[*wanted, "later-1", "later-2"])
+            check(mem, unit(seed), 15, sessions=wanted, rowids=rowids)
+
+
 @pytest.mark.parametrize("persisted", ["sqlite-vec", *ANN])
 def test_persisted_index_catches_up_after_writes_made_without_it(
     persisted: str, db_path: Path
