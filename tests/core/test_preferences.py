@@ -146,16 +146,22 @@ DISTRACTORS = [
 ]
 
 
-def test_a_planted_preference_is_found_for_a_recommendation_question(
-    mem_static: mindfile.Mindfile,
-) -> None:
+def _plant_premiere(mem: mindfile.Mindfile) -> str:
+    """The distractors and user ``u``'s statement "I've been learning Premiere Pro lately"
+    in one session; returns the recommendation question it answers."""
     events = [
         ("s", i, {"role": "assistant" if i % 2 else "user", "content": t})
         for i, t in enumerate(DISTRACTORS, start=1)
     ]
     events.append(("s", 99, {"role": "user", "content": "I've been learning Premiere Pro lately"}))
-    mem_static.store_many(events, user_id="u")
-    question = "Can you recommend a video editing course?"
+    mem.store_many(events, user_id="u")
+    return "Can you recommend a video editing course?"
+
+
+def test_a_planted_preference_is_found_for_a_recommendation_question(
+    mem_static: mindfile.Mindfile,
+) -> None:
+    question = _plant_premiere(mem_static)
     off = mem_static.search(question, top_k=3, preferences=False)
     assert all("Premiere" not in h.text for h in off)
     assert all(h.breakdown.preference is None for h in off)
@@ -179,13 +185,7 @@ def test_a_planted_preference_is_found_for_a_recommendation_question(
 def test_build_context_ranks_a_recommendation_question_as_search_does(
     mem_static: mindfile.Mindfile,
 ) -> None:
-    events = [
-        ("s", i, {"role": "assistant" if i % 2 else "user", "content": t})
-        for i, t in enumerate(DISTRACTORS, start=1)
-    ]
-    events.append(("s", 99, {"role": "user", "content": "I've been learning Premiere Pro lately"}))
-    mem_static.store_many(events, user_id="u")
-    question = "Can you recommend a video editing course?"
+    question = _plant_premiere(mem_static)
 
     def memories(**config: object) -> list[str]:
         ctx = mem_static.build_context(
