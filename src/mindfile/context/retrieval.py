@@ -199,7 +199,7 @@ def gather_candidates(
                 fused,
                 index=index,
                 query_vec=query_vec if vector_leg else None,
-                where=flt.resolve(db),
+                where=retriever.resolved(flt),
                 vector_weight=fusion_weights[0],
                 vector_width=fusion_calibration[0] if fusion_calibration is not None else 0.0,
             )

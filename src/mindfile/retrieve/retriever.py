@@ -199,9 +199,9 @@ class Retriever:
         """``flt`` as the indexes take it, and the expired chunks every read leaves out
         (ask for that many more, then drop them); None when it allows no chunk. Resolved
         once per filter in this retriever (one read)."""
-        for seen, resolved in self._scopes:
+        for seen, known in self._scopes:
             if seen is flt or seen == flt:
-                return resolved
+                return known
         hidden = hidden_rowids(lifecycle_store(self.db), utcnow())
         where = flt.resolve(self.db)
         out: tuple[VectorFilter | None, set[int]] | None = (where, hidden)
@@ -209,6 +209,11 @@ class Retriever:
             out = None
         self._scopes.append((flt, out))
         return out
+
+    def resolved(self, flt: ReadFilter) -> VectorFilter | None:
+        """:meth:`ReadFilter.resolve`, shared with this read's legs (resolved once)."""
+        scope = self._scope(flt)
+        return VectorFilter(rowids=np.zeros(0, dtype=np.int64)) if scope is None else scope[0]
 
     def weighted_lexical(
         self, terms: Sequence[str], weights: Sequence[float], flt: ReadFilter, k: int

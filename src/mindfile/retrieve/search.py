@@ -359,7 +359,7 @@ def _run(
             fused,
             index=index,
             query_vec=query_vec if mode == "hybrid" and req.fusion != "rrf" else None,
-            where=flt.resolve(db),
+            where=retriever.resolved(flt),
             vector_weight=req.vector_weight,
             vector_width=calibration[0]
             if req.fusion == "calibrated" and calibration is not None
