@@ -52,7 +52,7 @@ import numpy as np
 
 from mindfile.retrieve.fts import COLUMN_WEIGHTS, content_words, query_words
 from mindfile.retrieve.lexical_disk import LexManifest, Segment, collect
-from mindfile.retrieve.lexical_publish import write_generation
+from mindfile.retrieve.lexical_publish import merge_due, write_generation
 from mindfile.retrieve.lexical_state import (
     Delta,
     State,
@@ -322,7 +322,7 @@ class Bm25Index:
             return False
         if when_due:
             self._catch_up(merge=False)
-            if not self._merge_due(self._state):
+            if not merge_due(self._state, MERGE_MIN, MERGE_FRACTION):
                 return False
         return self._merge(force=False, blocking=True, prefer_l0=quick)
 
@@ -498,13 +498,6 @@ class Bm25Index:
         FTS5 for the newer chunks until the publisher's generation is adopted."""
         return False
 
-    @staticmethod
-    def _merge_due(state: State) -> bool:
-        """Whether ``state`` holds enough beyond its published generations to publish."""
-        l0_docs = len(state.l0.seg) if state.l0 is not None else 0
-        held = state.delta.n_alive + state.delta.dead
-        return held >= max(MERGE_MIN, int(MERGE_FRACTION * l0_docs)) or state.compact_soon()
-
     def _maybe_merge(self) -> None:
         """Publish a new base in the background when the delta has grown enough."""
         if self._folder is None or self._closing or self._db.readonly:
@@ -512,7 +505,7 @@ class Bm25Index:
         state = self._state
         if not state.ready or self._merger is not None or self.deferred():
             return
-        if not (self._merge_due(state) or self._want_merge):
+        if not (merge_due(state, MERGE_MIN, MERGE_FRACTION) or self._want_merge):
             return
         failed = self._merge_failed_at
         if failed is not None and time.monotonic() - failed < RETRY_MAX_SECONDS:

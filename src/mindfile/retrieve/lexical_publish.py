@@ -1,6 +1,7 @@
-"""Writing a BM25 generation (:meth:`mindfile.retrieve.lexical.Bm25Index.merge`): the
-file side of a merge, run with the folder's build lock held and no lock of the index
-(docs/architecture.md, "Index lifecycle"; the format is :mod:`.lexical_disk`'s)."""
+"""Publishing a BM25 generation (:meth:`mindfile.retrieve.lexical.Bm25Index.merge`): when
+one is due, and the file side of a merge, run with the folder's build lock held and no
+lock of the index (docs/architecture.md, "Index lifecycle"; the format is
+:mod:`.lexical_disk`'s)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,19 @@ import numpy as np
 import numpy.typing as npt
 
 from mindfile.retrieve.lexical_disk import Flat, LexManifest, Segment, collect, merge
-from mindfile.retrieve.lexical_state import combine, published_bounds
+from mindfile.retrieve.lexical_state import State, combine, published_bounds
 from mindfile.vector.ann_disk import MANIFEST
 
-__all__ = ["write_generation"]
+__all__ = ["merge_due", "write_generation"]
+
+
+def merge_due(state: State, least: int, fraction: float) -> bool:
+    """Whether ``state`` holds enough beyond its published generations to publish: at
+    least ``least`` changed documents and ``fraction`` of the L0's, or tombstones due
+    for compaction (the index's ``MERGE_MIN`` and ``MERGE_FRACTION``)."""
+    l0_docs = len(state.l0.seg) if state.l0 is not None else 0
+    held = state.delta.n_alive + state.delta.dead
+    return held >= max(least, int(fraction * l0_docs)) or state.compact_soon()
 
 
 def write_generation(
