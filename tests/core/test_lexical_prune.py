@@ -194,3 +194,29 @@ def test_damaged_or_foreign_stored_bounds_are_ignored(
     assert again.bounds is None
     (where / "bounds.json").write_text("{not json")
     assert Segment(tmp_path, seg.generation, *seg.expected, seg.total_len).bounds is None
+
+
+def test_live_document_counts_follow_tombstones_between_searches(tmp_path: Path) -> None:
+    # IDF counts a generation's live documents only. With tombstones that count is
+    # cached per term: a tombstone added after a search must change the next answer as
+    # it changes a fresh state's.
+    rng = np.random.default_rng(11)
+    seg, terms = _generation(tmp_path, rng, 2_000, [1_500, 40, 300], [1.0, 2.0, 3.0])
+    state = ls.State(None, [seg])
+    pub = state.published[0]
+    pub.kill(0)
+    state.score(terms, 50, None)  # caches the counts with one tombstone
+    t0 = seg.term_index("t0") or 0
+    holders = np.asarray(seg.post_doc[int(seg.post_off[t0]) : int(seg.post_off[t0 + 1])])
+    for at in holders[:1_200].tolist():  # most holders of t0: its IDF rises
+        pub.kill(at)
+    fresh = ls.State(None, [seg])
+    fresh_pub = fresh.published[0]
+    for at in np.flatnonzero(~pub.alive).tolist():
+        fresh_pub.kill(at)
+    for k in (1, 10, 150):
+        assert state.score(terms, k, None) == fresh.score(terms, k, None)
+    assert [pub.df(seg.term_index(t) or 0) for t in terms] == [
+        int(np.count_nonzero(pub.alive[seg.post_doc[s:e]]))
+        for s, e in zip(seg.post_off[:-1], seg.post_off[1:], strict=True)
+    ]

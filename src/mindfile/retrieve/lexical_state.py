@@ -42,7 +42,10 @@ IDF_FLOOR = 1e-6
 #: to score, of 1,024 ~97%, of 4,096 all; 16 measured fastest).
 WINDOW_SHIFT = 4
 #: A query's postings in a generation from which pruning is tried (below: exhaustive).
-PRUNE_FROM = 200_000
+#: At 1M chunks 200,000 left most queries on the L0 generation (~180k documents)
+#: exhaustive; 20,000 took the BM25 leg's p50 from 4.73 to 4.14 ms there, unchanged
+#: at 117k (benchmarks/README.md, session 14).
+PRUNE_FROM = 20_000
 #: A term's postings from which its window bounds are cached (below: computed per query).
 _CACHE_FROM = 1 << 14
 #: Bytes of window bounds one generation caches per process (three a window a term:
@@ -56,6 +59,8 @@ _AVGDL_SLACK = 1.02
 #: query the first time (at 1M chunks the 438 terms above 65,536 postings hold 79% of
 #: the postings, ~82 MB of bounds on disk, mapped and shared by every process).
 _STORE_FROM = 1 << 16
+#: Terms whose live document count a generation with tombstones caches (per process).
+_DF_TERMS = 1 << 16
 #: Stored bounds hold for average lengths up to this much above the generation's own
 #: (beyond, e.g. after many longer chunks arrive, the per-process cache takes over).
 _PUBLISH_SLACK = 1.05
@@ -244,6 +249,9 @@ class _Published:
         self._bounds: dict[int, tuple[float, npt.NDArray[np.uint8], _Offsets]]
         self._bounds = {}
         self._lock = threading.Lock()
+        #: term number -> its live documents here, while ``dead`` is unchanged (counting
+        #: them reads every posting of the term: ~1 ms a query for common terms at 1M)
+        self._df: dict[int, int] = {}
 
     def kill(self, at: int) -> None:
         if self.alive[at]:
@@ -251,6 +259,19 @@ class _Published:
             self.n_alive -= 1
             self.total -= float(self.seg.doc_len[at])
             self.dead += 1
+            self._df.clear()
+
+    def df(self, term: int) -> int:
+        """How many live documents hold ``term`` (its number here)."""
+        s, e = int(self.seg.post_off[term]), int(self.seg.post_off[term + 1])
+        if not self.dead:
+            return e - s
+        n = self._df.get(term)
+        if n is None:
+            if len(self._df) >= _DF_TERMS:
+                self._df.clear()
+            n = self._df[term] = int(np.count_nonzero(self.alive[self.seg.post_doc[s:e]]))
+        return n
 
     def remove(self, rowid: int) -> bool:
         at = self.seg.doc_of(rowid)
@@ -446,11 +467,7 @@ class State:
             n = 0
             for pub, ti in zip(self.published, found, strict=True):
                 if ti is not None:
-                    s, e = int(pub.seg.post_off[ti]), int(pub.seg.post_off[ti + 1])
-                    if pub.dead:
-                        n += int(np.count_nonzero(pub.alive[pub.seg.post_doc[s:e]]))
-                    else:
-                        n += e - s
+                    n += pub.df(ti)
             for delta in deltas:
                 tid = delta.term_ids.get(term)
                 n += delta.df[tid] if tid is not None else 0
