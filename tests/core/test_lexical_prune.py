@@ -220,3 +220,30 @@ def test_live_document_counts_follow_tombstones_between_searches(tmp_path: Path)
         int(np.count_nonzero(pub.alive[seg.post_doc[s:e]]))
         for s, e in zip(seg.post_off[:-1], seg.post_off[1:], strict=True)
     ]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    picks=st.lists(st.integers(0, 650), max_size=120),
+    before=st.lists(st.integers(0, 199), max_size=30),
+)
+def test_removing_many_rowids_at_once_is_removing_them_one_by_one(
+    seed: int, picks: list[int], before: list[int]
+) -> None:
+    # An L0's tombstones of the base are applied at once when a state opens: the same
+    # documents, counts and total length (to the last bit) as one remove() each, for
+    # rowids named twice, absent from the generation, or already dead.
+    rng = np.random.default_rng(seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        seg, _terms = _generation(Path(tmp), rng, 200, [150, 20], [1.0, 2.0])
+        one, many = ls._Published(seg), ls._Published(seg)
+        for pub in (one, many):
+            for at in before:
+                pub.kill(at)
+        rowids = np.array(picks, dtype=np.int64)  # generation rowids are 3, 6, ... 600
+        for rowid in rowids.tolist():
+            one.remove(rowid)
+        many.remove_many(rowids)
+        assert np.array_equal(one.alive, many.alive)
+        assert (one.n_alive, one.dead, one.total) == (many.n_alive, many.dead, many.total)

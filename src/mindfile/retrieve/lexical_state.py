@@ -280,6 +280,27 @@ class _Published:
         self.kill(at)
         return True
 
+    def remove_many(self, rowids: npt.NDArray[np.int64]) -> None:
+        """:meth:`remove` of each of ``rowids`` in their order, at once (an L0's
+        tombstones of the base: thousands after a bulk ingest, ~3 us each one by one)."""
+        doc_rowid = np.asarray(self.seg.doc_rowid)
+        if not len(rowids) or not len(doc_rowid):
+            return
+        at = np.searchsorted(doc_rowid, rowids)
+        inside = at < len(doc_rowid)
+        at = at[inside][doc_rowid[at[inside]] == rowids[inside]]
+        _, first = np.unique(at, return_index=True)  # a rowid named twice dies once
+        at = at[np.sort(first)]
+        at = at[self.alive[at]]
+        if not len(at):
+            return
+        self.alive[at] = False
+        self.n_alive -= len(at)
+        for length in self.seg.doc_len[at].tolist():  # one by one, as kill() subtracts
+            self.total -= length
+        self.dead += len(at)
+        self._df.clear()
+
     def bounds(self, term: int, avgdl: float) -> tuple[npt.NDArray[np.uint8], _Offsets]:
         """``term``'s largest contribution per window divided by its IDF, quantised
         upwards (an upper bound for any average length up to the cached one), and where
@@ -363,8 +384,7 @@ class State:
         self.published = [_Published(seg) for seg in segs]
         if len(self.published) == 2:  # the L0 replaces or deletes some base chunks
             base, l0 = self.published
-            for rowid in l0.seg.dead.tolist():
-                base.remove(int(rowid))
+            base.remove_many(np.asarray(l0.seg.dead, dtype=np.int64))
         self.max_rowid = manifest.max_id if manifest is not None else 0
         self.changes_seen = manifest.changes_seq if manifest is not None else 0
         self.data_version: tuple[int, int] | None = None
