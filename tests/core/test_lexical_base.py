@@ -370,6 +370,48 @@ def test_small_publishes_write_an_l0_generation_and_stay_exact(
 
 
 @pytest.mark.usefixtures("small_merges")
+def test_an_l0_publish_keeps_the_base_mapped_with_its_bounds(tmp_path: Path) -> None:
+    """A new L0 names the same base: the state that takes it reuses the base this
+    process maps (not mapped again) and the window bounds computed on it, and the
+    writer and a reading process still answer as FTS5 does."""
+    path = tmp_path / "m.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        _fill(mem, "a", 60, seed=40)
+        index = _index(mem)
+        assert index.merge()
+        _fill(mem, "b", 10, seed=41)
+        with mindfile.open(path, read_only=True) as other:
+            assert index.publish(quick=True)  # base + L0
+            other.search("dog", mode="fts")
+            reader = _index(other)
+            _wait(lambda: reader._state.l0 is not None)
+            mapped = []
+            for lex in (index, reader):
+                base = lex._state.base
+                assert base is not None
+                term = base.seg.term_index(lex.query_terms("garden")[0])
+                assert term is not None
+                base.bounds(term, 5.0)  # computed and cached by this process
+                mapped.append(base.seg)
+                l0 = lex._state.l0
+                assert l0 is not None
+                first_l0 = l0.seg.generation
+            _fill(mem, "c", 10, seed=42)
+            assert index.publish(quick=True)  # a new L0 over the same base
+            other.search("dog", mode="fts")
+            _wait(
+                lambda: reader._state.l0 is not None and reader._state.l0.seg.generation != first_l0
+            )
+            for lex, seg in zip((index, reader), mapped, strict=True):
+                state = lex._state
+                assert state.l0 is not None and state.l0.seg.generation != first_l0
+                assert state.base is not None and state.base.seg is seg
+                assert term in state.base._bounds
+            _same_as_fts5(mem)
+            _same_as_fts5(other)
+
+
+@pytest.mark.usefixtures("small_merges")
 def test_a_quick_publish_writes_an_l0_even_past_l0_fraction(tmp_path: Path) -> None:
     """The end of a bulk ingest (mindfile._publish): ``publish(quick=True)`` adds what
     is new as an L0 generation, the quickest to write, even when the L0 has outgrown

@@ -280,6 +280,15 @@ class _Published:
         self.kill(at)
         return True
 
+    def inherit_bounds(self, other: _Published) -> None:
+        """Take the window bounds ``other`` (on the same segment) computed: they depend
+        on the segment's postings and an average length, not on its tombstones."""
+        assert other.seg is self.seg
+        with other._lock:
+            cached = dict(other._bounds)
+        with self._lock:
+            self._bounds.update(cached)
+
     def remove_many(self, rowids: npt.NDArray[np.int64]) -> None:
         """:meth:`remove` of each of ``rowids`` in their order, at once (an L0's
         tombstones of the base: thousands after a bulk ingest, ~3 us each one by one)."""
