@@ -42,10 +42,10 @@ IDF_FLOOR = 1e-6
 #: to score, of 1,024 ~97%, of 4,096 all; 16 measured fastest).
 WINDOW_SHIFT = 4
 #: A query's postings in a generation from which pruning is tried (below: exhaustive).
-#: At 1M chunks 200,000 left most queries on the L0 generation (~180k documents)
-#: exhaustive; 20,000 took the BM25 leg's p50 from 4.73 to 4.14 ms there, unchanged
-#: at 117k (benchmarks/README.md, session 14).
-PRUNE_FROM = 20_000
+#: 20,000 was tried (session 14, benchmarks/README.md "The BM25 leg at 1M"): at 1M the
+#: L0 generation's queries gained ~0.6 ms at p50 in the BM25 leg and nothing clear end
+#: to end, but at 117k searches lost ~0.8 ms (user filters: ~1 ms, build_context ~5).
+PRUNE_FROM = 200_000
 #: A term's postings from which its window bounds are cached (below: computed per query).
 _CACHE_FROM = 1 << 14
 #: Bytes of window bounds one generation caches per process (three a window a term:
