@@ -450,8 +450,10 @@ def _serve_index(db: Any, vector_index: str | None) -> None:
                     index.merge(blocking=True)
                 continue
             if not compacted and quiet >= COMPACT_AFTER:
-                # The ingest is over: fold the BM25 L0 generation into the base now, at
-                # idle priority, rather than leave the full merge to the first process
+                # The ingest is over: fold the BM25 L0 generation into the base now, while
+                # the writer is idle (at the normal priority: at SCHED_IDLE it did not make
+                # the searches meanwhile faster, benchmarks/README.md "After a bulk
+                # ingest, part 4"), rather than leave the full merge to the first process
                 # that writes next (seconds of CPU and ~+400 MB in a serving process at
                 # 117k chunks; benchmarks/README.md "load.py").
                 compacted = True

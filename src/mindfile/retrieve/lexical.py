@@ -51,8 +51,8 @@ import apsw
 import numpy as np
 
 from mindfile.retrieve.fts import COLUMN_WEIGHTS, content_words, query_words
-from mindfile.retrieve.lexical_disk import LexManifest, Segment, collect
-from mindfile.retrieve.lexical_publish import merge_due, write_generation
+from mindfile.retrieve.lexical_disk import LexManifest, collect
+from mindfile.retrieve.lexical_publish import merge_due, open_generations, write_generation
 from mindfile.retrieve.lexical_state import (
     Delta,
     State,
@@ -446,29 +446,13 @@ class Bm25Index:
         assert folder is not None
         if not self._valid(manifest):
             return None
-        # A generation's files never change (their names are new each time): one this
-        # process maps already is reused with the window bounds it computed (an L0
-        # publish does not make every searching process map and bound its base again).
-        held = {p.seg.generation: p for p in self._state.published}
         try:
-            segs = []
-            for gen, docs, postings, total in manifest.segments():
-                pub = held.get(gen)
-                if pub is not None and pub.seg.expected == (docs, postings):
-                    segs.append(pub.seg)
-                else:
-                    segs.append(Segment(folder, gen, docs, postings, total))
-            fresh = State(manifest, segs)
+            return open_generations(folder, manifest, self._state)
         except (OSError, ValueError) as exc:  # removed meanwhile, or damaged: rebuild
             logger.warning("ignoring BM25 base %s (%s)", manifest.generation, exc)
             self._broken.update(g for g in (manifest.generation, manifest.l0) if g)
             self._want_merge = True
             return None
-        for pub in fresh.published:
-            before = held.get(pub.seg.generation)
-            if before is not None and before.seg is pub.seg:
-                pub.inherit_bounds(before)
-        return fresh
 
     def _adopt_in_background(self, manifest: LexManifest) -> None:
         try:

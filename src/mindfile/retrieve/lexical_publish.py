@@ -16,7 +16,7 @@ from mindfile.retrieve.lexical_disk import Flat, LexManifest, Segment, collect, 
 from mindfile.retrieve.lexical_state import State, combine, published_bounds
 from mindfile.vector.ann_disk import MANIFEST
 
-__all__ = ["merge_due", "write_generation"]
+__all__ = ["merge_due", "open_generations", "write_generation"]
 
 
 def merge_due(state: State, least: int, fraction: float) -> bool:
@@ -26,6 +26,27 @@ def merge_due(state: State, least: int, fraction: float) -> bool:
     l0_docs = len(state.l0.seg) if state.l0 is not None else 0
     held = state.delta.n_alive + state.delta.dead
     return held >= max(least, int(fraction * l0_docs)) or state.compact_soon()
+
+
+def open_generations(folder: Path, manifest: LexManifest, held: State) -> State:
+    """A state on ``manifest``'s generations (raises OSError or ValueError when one is
+    missing or damaged). A generation's files never change (each has a new name): one
+    ``held`` maps already is reused, with the window bounds computed on it, so an L0
+    publish does not make every searching process map and bound its base again."""
+    mapped = {p.seg.generation: p for p in held.published}
+    segs = []
+    for gen, docs, postings, total in manifest.segments():
+        pub = mapped.get(gen)
+        if pub is not None and pub.seg.expected == (docs, postings):
+            segs.append(pub.seg)
+        else:
+            segs.append(Segment(folder, gen, docs, postings, total))
+    fresh = State(manifest, segs)
+    for pub in fresh.published:
+        before = mapped.get(pub.seg.generation)
+        if before is not None and before.seg is pub.seg:
+            pub.inherit_bounds(before)
+    return fresh
 
 
 def write_generation(
