@@ -229,6 +229,15 @@ class Segment:
             return i
         return None
 
+    def docs_of(self, rowids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The document numbers of those of ``rowids`` this generation holds, in their
+        order (:meth:`doc_of` of many)."""
+        doc_rowid = np.asarray(self.doc_rowid)
+        at = np.searchsorted(doc_rowid, rowids)
+        inside = at < len(doc_rowid)
+        found: npt.NDArray[np.int64] = at[inside][doc_rowid[at[inside]] == rowids[inside]]
+        return found
+
 
 @dataclass(frozen=True, slots=True)
 class StoredBounds:

@@ -292,12 +292,7 @@ class _Published:
     def remove_many(self, rowids: npt.NDArray[np.int64]) -> None:
         """:meth:`remove` of each of ``rowids`` in their order, at once (an L0's
         tombstones of the base: thousands after a bulk ingest, ~3 us each one by one)."""
-        doc_rowid = np.asarray(self.seg.doc_rowid)
-        if not len(rowids) or not len(doc_rowid):
-            return
-        at = np.searchsorted(doc_rowid, rowids)
-        inside = at < len(doc_rowid)
-        at = at[inside][doc_rowid[at[inside]] == rowids[inside]]
+        at = self.seg.docs_of(rowids)
         _, first = np.unique(at, return_index=True)  # a rowid named twice dies once
         at = at[np.sort(first)]
         at = at[self.alive[at]]
@@ -681,15 +676,12 @@ def _keep(
     return keep
 
 
-def _allowed_windows(mask: tuple[Any, ...], n_win: int) -> npt.NDArray[np.bool_]:
-    """The windows holding at least one document the filter ``mask`` allows."""
-    sessions, doc_session, allowed, doc_rowid = mask
+def _allowed_windows(seg: Segment, mask: tuple[Any, ...], n_win: int) -> npt.NDArray[np.bool_]:
+    """The windows of ``seg`` holding at least one document the filter ``mask`` allows."""
+    sessions, doc_session, allowed, _doc_rowid = mask
     ok = np.ones(n_win, dtype=bool)
     if allowed is not None:
-        allowed = np.asarray(allowed, dtype=np.int64)
-        at = np.searchsorted(doc_rowid, allowed)
-        inside = at < len(doc_rowid)
-        at = at[inside][doc_rowid[at[inside]] == allowed[inside]]
+        at = seg.docs_of(np.asarray(allowed, dtype=np.int64))
         ok[:] = False
         ok[at >> WINDOW_SHIFT] = True
     if sessions is not None:
@@ -738,7 +730,7 @@ def _top_pruned(
             terms.append((idf, s, e, None, contrib))
     bound *= 1.0 + _PAD
     if mask is not None:  # windows without an allowed document hold nothing to find
-        bound[~_allowed_windows(mask, n_win)] = 0.0
+        bound[~_allowed_windows(seg, mask, n_win)] = 0.0
     rank = np.empty(n_win, dtype=np.int64)
 
     def scored(
