@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from mindfile.retrieve.lexical_disk import Flat, LexManifest, Segment, collect, merge
-from mindfile.retrieve.lexical_state import State, combine, published_bounds
+from mindfile.retrieve.lexical_state import State, published_bounds
 from mindfile.vector.ann_disk import MANIFEST
 
 __all__ = ["merge_due", "open_generations", "write_generation"]
@@ -47,6 +47,23 @@ def open_generations(folder: Path, manifest: LexManifest, held: State) -> State:
         if before is not None and before.seg is pub.seg:
             pub.inherit_bounds(before)
     return fresh
+
+
+def combine(flats: list[Flat]) -> Flat:
+    """Several deltas' postings as one (their documents numbered one after another)."""
+    if len(flats) == 1:
+        return flats[0]
+    offsets = np.cumsum([0] + [len(f.rowid) for f in flats])
+    return Flat(
+        terms=[t for f in flats for t in f.terms],
+        counts=np.concatenate([f.counts for f in flats]),
+        doc=np.concatenate([f.doc + np.int32(o) for f, o in zip(flats, offsets, strict=False)]),
+        tf=np.concatenate([f.tf for f in flats]),
+        rowid=np.concatenate([f.rowid for f in flats]),
+        length=np.concatenate([f.length for f in flats]),
+        session=[s for f in flats for s in f.session],
+        alive=np.concatenate([f.alive for f in flats]),
+    )
 
 
 def write_generation(

@@ -26,7 +26,6 @@ __all__ = [
     "Delta",
     "State",
     "analyse_batch",
-    "combine",
     "published_bounds",
 ]
 
@@ -582,23 +581,6 @@ def _mask(
         wanted = [codes[s] for s in where.session_ids if s in codes]
         sessions = np.array(wanted, dtype=np.int32)
     return (sessions, doc_session, where.rowids, doc_rowid)
-
-
-def combine(flats: list[Flat]) -> Flat:
-    """Several deltas' postings as one (their documents numbered one after another)."""
-    if len(flats) == 1:
-        return flats[0]
-    offsets = np.cumsum([0] + [len(f.rowid) for f in flats])
-    return Flat(
-        terms=[t for f in flats for t in f.terms],
-        counts=np.concatenate([f.counts for f in flats]),
-        doc=np.concatenate([f.doc + np.int32(o) for f, o in zip(flats, offsets, strict=False)]),
-        tf=np.concatenate([f.tf for f in flats]),
-        rowid=np.concatenate([f.rowid for f in flats]),
-        length=np.concatenate([f.length for f in flats]),
-        session=[s for f in flats for s in f.session],
-        alive=np.concatenate([f.alive for f in flats]),
-    )
 
 
 def _top(
