@@ -212,7 +212,7 @@ class Publisher:
         self.started = 0
         #: Called after each write while the helper runs (the vector index's
         #: :meth:`~mindfile.vector.ann.AnnIndex.follow`), or None.
-        self.follow: Callable[[], None] | None = None
+        self.follow: Callable[[int], None] | None = None
 
     @property
     def running(self) -> bool:
@@ -237,7 +237,7 @@ class Publisher:
         follow = self.follow
         if follow is not None and self.running:
             try:
-                follow()
+                follow(chunks)
             except Exception as exc:  # the write is committed; the next search catches up
                 logger.warning("the vector index could not follow a bulk write: %s", exc)
 

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -222,6 +223,75 @@ def test_a_newer_base_keeps_the_rows_held_above_it(
             fill(writer, 5, start=100)  # and it goes on catching up from there
             check_all(reader)
             assert sum(read) == 5
+
+
+def test_a_backlog_is_read_a_page_at_a_time_without_the_database_lock_between(
+    ann: str, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A catch-up over a long backlog holds the database lock for one page at a time:
+    another thread takes it between pages, and what another connection writes meanwhile
+    (rows already read rewritten or deleted, rows not read yet likewise, new rows) is in
+    the results once the catch-up is over."""
+    monkeypatch.setattr(ann_module, "CATCH_UP_PAGE", 7)
+    read: list[int] = []
+    real = ann_module.read_after
+    monkeypatch.setattr(
+        ann_module, "read_after", lambda *a, **k: read.append(len(got := real(*a, **k))) or got
+    )
+    with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=ann) as mem:
+        index(mem).min_delta = 10**9  # no base: the backlog is every row
+        fill(mem, 100)
+        ids = [int(r[0]) for r in mem.db.query("SELECT id FROM chunks ORDER BY id")]
+        target, other_target = unit(99), unit(98)
+        other = mindfile.open(db_path, vector_index="exact")
+        gaps: list[bool] = []
+
+        def between_pages() -> None:
+            assert not mem.db.held_by_me()
+            taker = threading.Thread(target=lambda: mem.db.lock.acquire() and mem.db.lock.release())
+            taker.start()
+            taker.join(timeout=10)
+            gaps.append(not taker.is_alive())
+            if len(gaps) == 3:  # rows 0-20 are read: change some of them and some later
+                with other.db.atomic():
+                    for row, vector in ((ids[2], target), (ids[90], other_target)):
+                        other.db.execute(
+                            "UPDATE chunks_vec SET embedding_blob = ? WHERE chunk_rowid = ?",
+                            (to_blob(vector), row),
+                        )
+                    for row in (ids[4], ids[80]):
+                        other.db.execute("DELETE FROM chunks_vec WHERE chunk_rowid = ?", (row,))
+                fill(other, 5, start=100)
+
+        monkeypatch.setattr(AnnIndex, "_between_pages", staticmethod(between_pages))
+        read.clear()
+        with other:
+            check_all(mem)
+        assert max(read) == 7 and sum(read) == 100 - 1 + 5  # ids[80]'s row was never read
+        assert len(gaps) >= 14 and all(gaps)
+        assert mem.index.search(target, 1)[0][0] == ids[2]
+        assert mem.index.search(other_target, 1)[0][0] == ids[90]
+        hits = {i for i, _ in mem.index.search(unit(1), 200)}
+        assert ids[4] not in hits and ids[80] not in hits and len(hits) == 103
+
+
+def test_following_a_write_reads_a_bounded_part_of_a_backlog(
+    ann: str, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``follow`` (after each write of a bulk ingest) reads the pages the write filled
+    and ``FOLLOW_PAGES`` more at most: a backlog this process did not write is read over
+    its next writes, not inside one; the next search reads the rest."""
+    monkeypatch.setattr(ann_module, "CATCH_UP_PAGE", 5)
+    extra = ann_module.FOLLOW_PAGES * 5
+    with mindfile.open(db_path, embedder=f"hash:{DIMS}", vector_index=ann) as mem:
+        index(mem).min_delta = 10**9
+        fill(mem, 80)
+        index(mem).follow(0)
+        assert len(index(mem)._delta) == extra
+        index(mem).follow(11)  # three pages for the 11 rows written, and the extra ones
+        assert len(index(mem)._delta) == extra + 15 + extra
+        check_all(mem)
+        assert len(index(mem)._delta) == 80
 
 
 def test_deleted_index_folder_is_rebuilt(ann: str, db_path: Path) -> None:
@@ -597,6 +667,7 @@ def test_oracle_histories_with_a_delta_that_is_not_always_merged(
 
     for cls in (ZvecIndex, LanceIndex, ExactDiskIndex):
         monkeypatch.setattr(cls, "min_delta", min_delta)
+    monkeypatch.setattr(ann_module, "CATCH_UP_PAGE", 3)  # catch-ups of several pages
     attrs = {"index_name": ann, "in_file": ann == "exact"}
     machine = type(f"Machine_{ann}_{min_delta}", (IndexMachine,), attrs)
     run_state_machine_as_test(
