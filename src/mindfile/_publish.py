@@ -414,7 +414,7 @@ def _serve_index(db: Any, vector_index: str | None) -> None:
     from mindfile.vector import make_index
     from mindfile.vector.ann import AnnIndex
 
-    lexical = index = None
+    lexical = index = vectors = None
     try:
         source = index_source(db)
         lexical = Bm25Index(db)
@@ -424,16 +424,19 @@ def _serve_index(db: Any, vector_index: str | None) -> None:
             index = made if isinstance(made, AnnIndex) else None
             if index is None:
                 made.close()
+        vectors = _VectorMerges(index) if index is not None else None
         seen, settled, compacted = -1, True, True
         quiet_since = time.monotonic()
         while not _parent_gone():
+            if vectors is not None:
+                vectors.check()
             high = source.chunk_max_id()
             if high != seen:  # writes go on: tokenise them, publish when enough are new
                 seen, settled, compacted = high, False, False
                 quiet_since = time.monotonic()
                 lexical.publish(when_due=True)
-                if index is not None and _vector_due(index, high):
-                    index.merge(blocking=False)
+                if vectors is not None:
+                    vectors.request(high)
                 continue
             quiet = time.monotonic() - quiet_since
             if not settled and quiet >= POLL_SECONDS:
@@ -444,10 +447,9 @@ def _serve_index(db: Any, vector_index: str | None) -> None:
                 # the chunks it adds with FTS5 (~20 ms a search for 25k chunks at 117k).
                 # The full merge follows after COMPACT_AFTER.
                 lexical.publish(quick=True)
-                if index is not None and _vector_due(index, high, final=True):
-                    # Wait for the build lock: a searching process may hold it for a
-                    # moment (it removes old generations), and this is the last chance.
-                    index.merge(blocking=True)
+                if vectors is not None:
+                    # After the BM25 L0 (the vector thread may be merging already).
+                    vectors.request(high, final=True)
                 continue
             if not compacted and quiet >= COMPACT_AFTER:
                 # The ingest is over: fold the BM25 L0 generation into the base now, while
@@ -460,14 +462,85 @@ def _serve_index(db: Any, vector_index: str | None) -> None:
                 if lexical.stats().get("l0_generation") is not None:
                     lexical.merge()
                 continue
-            if quiet > IDLE_SECONDS:
+            if quiet > IDLE_SECONDS and (vectors is None or vectors.idle()):
                 break
             time.sleep(POLL_SECONDS)
     finally:
         if index is not None:
-            index.close()
+            index.close()  # a merge running stops after the batch it reads
+        if vectors is not None:
+            vectors.close()
         if lexical is not None:
             lexical.close()
+
+
+class _VectorMerges:
+    """The index helper's vector publishing, in a thread of its own.
+
+    A vector merge can take minutes (zvec at 1M chunks: 50-440 s, benchmarks/README.md
+    "1M while the store keeps growing"). When it ran in the helper's loop, no BM25
+    generation was published meanwhile: every process ranked the chunks written since
+    with FTS5, at a cost that grows with them (p50 697 ms a search with 100k of them at
+    1M chunks). Requests coalesce: the thread merges when the latest is due, after the
+    merge it runs, if one runs."""
+
+    def __init__(self, index: AnnIndex) -> None:
+        self._index = index
+        self._cond = threading.Condition()
+        self._want: tuple[int, bool] | None = None  # (newest chunk id, final)
+        self._busy = False
+        self._closed = False
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, name="mindfile-publish-vectors", daemon=True
+        )
+        self._thread.start()
+
+    def request(self, high: int, *, final: bool = False) -> None:
+        """Publish when due, given the newest chunk id ``high``; ``final``: the writes
+        paused, publish what is new at once (waiting for the build lock)."""
+        with self._cond:
+            held = self._want
+            self._want = (high, final or (held is not None and held[1]))
+            self._cond.notify_all()
+
+    def idle(self) -> bool:
+        """No merge runs and none is asked for."""
+        with self._cond:
+            return not self._busy and self._want is None
+
+    def check(self) -> None:
+        """Raise the thread's failure, if any, in the helper's loop (which then exits)."""
+        if self._error is not None:
+            raise self._error
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._want is None and not self._closed:
+                    self._cond.wait()
+                want = self._want
+                if self._closed or want is None:
+                    return
+                high, final = want
+                self._want = None
+                self._busy = True
+            try:
+                if _vector_due(self._index, high, final=final):
+                    # Final: wait for the build lock (a searching process may hold it
+                    # for a moment to remove old generations); this is the last chance.
+                    self._index.merge(blocking=final)
+            except BaseException as exc:  # the helper exits; searches catch up instead
+                self._error = exc
+            finally:
+                with self._cond:
+                    self._busy = False
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join()
 
 
 def _serve_flags(db: Any) -> None:

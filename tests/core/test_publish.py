@@ -454,3 +454,51 @@ def test_every_process_on_the_store_defers_to_a_running_helper(
         with _publish._holding_role(folder, "index"):
             assert mem.lexical.deferred() and mem.index.deferred()  # type: ignore[attr-defined]
         assert not mem.lexical.deferred()
+
+
+def test_the_helper_publishes_bm25_while_a_vector_merge_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index helper merges vectors in a thread of its own: a long vector merge (zvec
+    at 1M chunks: minutes) must not stop BM25 generations from being published, or every
+    search ranks the chunks written meanwhile with FTS5. Runs the helper's loop in this
+    process, with a vector merge that waits until told to go on."""
+    import threading
+
+    from mindfile.storage.db import Database
+    from mindfile.vector.exact_disk import ExactDiskIndex
+
+    monkeypatch.setenv("MINDFILE_PUBLISHER", "0")  # only the helper loop below publishes
+    monkeypatch.setattr(_publish, "POLL_SECONDS", 0.05)
+    monkeypatch.setattr(ExactDiskIndex, "min_delta", 10)
+    entered, release, stop = threading.Event(), threading.Event(), threading.Event()
+    real = ExactDiskIndex.merge
+
+    def slow_merge(self: ExactDiskIndex, **kw: bool) -> bool:
+        entered.set()
+        assert release.wait(60)
+        return bool(real(self, **kw))
+
+    monkeypatch.setattr(ExactDiskIndex, "merge", slow_merge)
+    monkeypatch.setattr(_publish, "_parent_gone", stop.is_set)
+    path = tmp_path / "helper.db"
+    with mindfile.open(path, embedder="hash", vector_index="exact") as mem:
+        mem.store_many(_events(0, 300))
+        db = Database(str(path))
+        helper = threading.Thread(target=_publish._serve_index, args=(db, "exact"))
+        helper.start()
+        try:
+            assert entered.wait(30)  # the vector merge started, and waits
+            mem.store_many(_events(300, 200))
+            high = mem.info().chunks
+            assert _wait_for(lambda: (_manifest(path, "bm25") or {}).get("max_id") == high)
+            assert not release.is_set() and _manifest(path, "exact") is None
+            release.set()  # the merge goes on; the one asked for when writes paused follows
+            assert _wait_for(lambda: (_manifest(path, "exact") or {}).get("max_id") == high)
+        finally:
+            release.set()
+            stop.set()
+            helper.join(60)
+            db.close()
+        assert not helper.is_alive()
+        assert mem.index.size() == high and mem.search("lisbon porto", top_k=3)
