@@ -35,9 +35,8 @@ benchmarks/README.md), against a first search after the ingest of 0.6-7.7 s inst
   publishing does not wait for it). When the writes pause (:data:`POLL_SECONDS`) it
   publishes what is new at once, BM25 first and as an L0 generation (the quickest to
   write: until it is out, searches rank the newest chunks with FTS5), then the vector
-  index; after
-  :data:`COMPACT_AFTER` it folds the BM25 L0 generation into the base. The flags
-  helper works a page of each kind at a time until none is left.
+  index; after :data:`COMPACT_AFTER` it folds the BM25 L0 generation into the base.
+  The flags helper works a page of each kind at a time until none is left.
 - A helper exits when no chunk arrived for :data:`IDLE_SECONDS` (and, for the flags
   helper, none is left to do), when its stdin closes (the engine closed, or its process
   died), or after a failure (logged to stderr, which is discarded: the indexes then
