@@ -84,7 +84,9 @@ def build(path: Path, chunks: int, index: str, corpus: ChatCorpus) -> None:
     log(f"built {total:,} chunks at {path}")
 
 
-def copy_store(src: Path, dst_dir: Path) -> Path:
+def copy_store(src: Path, dst_dir: Path, index: str) -> Path:
+    """A copy of the store file and of its ``.index`` folder (without lock files, and
+    without the folders of other vector indexes)."""
     shutil.rmtree(dst_dir, ignore_errors=True)
     dst_dir.mkdir(parents=True)
     for suffix in ("", "-wal", "-shm"):
@@ -92,8 +94,14 @@ def copy_store(src: Path, dst_dir: Path) -> Path:
         if f.exists():
             shutil.copy2(f, dst_dir / f"store.db{suffix}")
     idx = Path(f"{src}.index")
+    others = {"exact", "zvec", "lancedb"} - {index}
+
+    def skip(folder: str, names: list[str]) -> set[str]:
+        top = Path(folder) == idx
+        return {n for n in names if n.endswith(".lock") or (top and n in others)}
+
     if idx.is_dir():
-        shutil.copytree(idx, dst_dir / "store.db.index", ignore=shutil.ignore_patterns("*.lock"))
+        shutil.copytree(idx, dst_dir / "store.db.index", ignore=skip)
     return dst_dir / "store.db"
 
 
@@ -107,7 +115,7 @@ def caught_up_after(lags: list[tuple[float, int, int]], end: float, col: int) ->
 
 
 def run(src: Path, work: Path, args: argparse.Namespace, corpus: ChatCorpus) -> dict[str, Any]:
-    path = copy_store(src, work)
+    path = copy_store(src, work, args.index)
     stop = work / "stop"
     queries = work / "queries.json"
     queries.write_text(json.dumps(corpus.queries(3000, 4000)))

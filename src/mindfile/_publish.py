@@ -30,13 +30,14 @@ benchmarks/README.md), against a first search after the ingest of 0.6-7.7 s inst
 - While it runs, a helper holds a shared lock on ``<store>.index/publisher-<role>.lock``:
   every process on the store (not only the one that started it) leaves that role's work
   to it (:func:`helper_running`) instead of doing it again in its own interpreter.
-- While the writes go on, the index helper publishes BM25 when due, and the vector
-  index when due in a thread of its own (a zvec merge can take minutes; BM25
-  publishing does not wait for it). When the writes pause (:data:`POLL_SECONDS`) it
-  publishes what is new at once, BM25 first and as an L0 generation (the quickest to
-  write: until it is out, searches rank the newest chunks with FTS5), then the vector
-  index; after :data:`COMPACT_AFTER` it folds the BM25 L0 generation into the base.
-  The flags helper works a page of each kind at a time until none is left.
+- While the writes go on, the index helper publishes BM25 when due, and the vector index
+  when due in a thread of its own at niceness :data:`VECTOR_NICE` (a zvec merge can take
+  minutes; BM25 publishing does not wait for it). When the writes pause
+  (:data:`POLL_SECONDS`) it publishes what is new at once, BM25 first and as an L0
+  generation (the quickest to write: until it is out, searches rank the newest chunks
+  with FTS5), then the vector index; after :data:`COMPACT_AFTER` it folds the BM25 L0
+  generation into the base. The flags helper works a page of each kind at a time until
+  none is left.
 - A helper exits when no chunk arrived for :data:`IDLE_SECONDS` (and, for the flags
   helper, none is left to do), when its stdin closes (the engine closed, or its process
   died), or after a failure (logged to stderr, which is discarded: the indexes then
@@ -92,6 +93,13 @@ COMPACT_AFTER = 1.0
 #: The flags helper's niceness where ``SCHED_IDLE`` is missing (it works with the CPU
 #: the ingest and the searches leave).
 NICE = 10
+#: The niceness of the index helper's vector-merge thread (and of the threads zvec's
+#: ``optimize()`` starts from it): below the writer and the BM25 thread. Growing a
+#: zvec store beside a searching process, at the normal priority the ingest ran ~20%
+#: slower than when vector merges blocked BM25 (1,429-1,539 against 1,835-1,908
+#: chunks/s); at niceness 10, 1,780-1,836, with BM25 still published within 1-2 s of
+#: the ingest's end (benchmarks/README.md, "A store that keeps growing").
+VECTOR_NICE = 10
 #: The two helpers of a bulk ingest: ``index`` publishes BM25 and the vector index,
 #: ``flags`` writes the statement flags and word pieces. Each is Python-bound (the GIL):
 #: one process doing both kept up with neither, leaving ~85k of a 117k ingest's chunks
@@ -516,6 +524,10 @@ class _VectorMerges:
             raise self._error
 
     def _run(self) -> None:
+        # Below the writer and the BM25 thread: what zvec's optimize() starts from this
+        # thread inherits it (Linux: a thread's niceness is its own).
+        with contextlib.suppress(OSError, AttributeError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), VECTOR_NICE)
         while True:
             with self._cond:
                 while self._want is None and not self._closed:

@@ -474,7 +474,10 @@ def test_the_helper_publishes_bm25_while_a_vector_merge_runs(
     entered, release, stop = threading.Event(), threading.Event(), threading.Event()
     real = ExactDiskIndex.merge
 
+    niceness: list[int] = []
+
     def slow_merge(self: ExactDiskIndex, **kw: bool) -> bool:
+        niceness.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
         entered.set()
         assert release.wait(60)
         return bool(real(self, **kw))
@@ -502,3 +505,5 @@ def test_the_helper_publishes_bm25_while_a_vector_merge_runs(
             db.close()
         assert not helper.is_alive()
         assert mem.index.size() == high and mem.search("lisbon porto", top_k=3)
+    # below the writer and the BM25 thread (unless this process runs lower already)
+    assert niceness and min(niceness) >= _publish.VECTOR_NICE
