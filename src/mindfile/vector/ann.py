@@ -74,8 +74,8 @@ READ_BATCH = 4096
 #: whole backlog: a process whose delta is far behind the published base (a publisher's
 #: vector merge still running at 1M chunks) read 152k rows in 13.4 s in one piece,
 #: while every other thread of the process waited for the lock. With 60k rows behind,
-#: another thread's calls waited up to 186-300 ms in one piece, 16-22 ms (max) with
-#: pages of 1,024, and the catch-up itself was no slower (benchmarks/catch_up.py).
+#: another thread's longest wait was 338 ms in one piece, 71 ms with pages of 1,024,
+#: and the catch-up itself took 202 ms instead of 342 (benchmarks/catch_up.py).
 CATCH_UP_PAGE = 1024
 #: Pages :meth:`AnnIndex.follow` reads after one write beyond the rows it wrote: the
 #: writer goes on, and the rest of a backlog is read over the next writes or by the
