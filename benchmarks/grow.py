@@ -30,6 +30,7 @@ from typing import Any
 
 from _chat import DEFAULT_LOCOMO, ChatCorpus, events
 from _common import emit_json, log, machine_info, percentiles_ms, print_table
+from _procs import settle
 
 import mindfile
 
@@ -77,10 +78,9 @@ def build(path: Path, chunks: int, index: str, corpus: ChatCorpus) -> None:
             texts = [next(messages) for _ in range(200)]
             total += eng.store_many(events(texts, done, SESSIONS))
             done += len(texts)
-        if eng._publisher is not None:
-            eng._publisher.wait(600)
+        settle(eng)
         eng.index.rebuild()
-        eng.search("settle the indexes")
+        settle(eng)
     log(f"built {total:,} chunks at {path}")
 
 
