@@ -81,6 +81,10 @@ CATCH_UP_PAGE = 1024
 #: writer goes on, and the rest of a backlog is read over the next writes or by the
 #: next search.
 FOLLOW_PAGES = 2
+#: Candidates a search asks of the base beyond the ones it wants when the delta holds
+#: tombstones (rows the base holds stale), so that dropping them afterwards leaves enough
+#: (at least this many more, or twice as many, and no more than there are tombstones).
+TOMBSTONE_SLACK = 16
 
 
 class BaseReader:
@@ -476,6 +480,7 @@ class AnnIndex:
         deletes: list[int] = []
         if manifest is not None:
             with self._db.lock:
+                high = self._source.chunk_id_high()  # first: see _Reads
                 newest, changed = changes_since(self._db, manifest.changes_seq)
             if changed is None:
                 manifest = None
@@ -483,8 +488,10 @@ class AnnIndex:
                 deletes = [r for r in changed if r <= manifest.max_id]
         if manifest is None:
             with self._db.lock:
+                high = self._source.chunk_id_high()
                 newest, _ = changes_since(self._db, None)
-        reads = _Reads(self._db, self._dims, manifest.max_id if manifest else 0, deletes)
+        after = manifest.max_id if manifest else 0
+        reads = _Reads(self._db, self._dims, after, deletes, upto=high)
         if self._stop.is_set():
             return
         try:
@@ -499,8 +506,9 @@ class AnnIndex:
                     logger.warning("merging into %s failed (%s); rebuilding", self.folder, exc)
                     manifest = None
                     with self._db.lock:
+                        high = self._source.chunk_id_high()
                         newest, _ = changes_since(self._db, None)
-                    reads = _Reads(self._db, self._dims, 0, [])
+                    reads = _Reads(self._db, self._dims, 0, [], upto=high)
             if manifest is None:
                 gen, count = self._backend.build(self.folder, generation, reads.batches(self._stop))
         except _Stopped:
@@ -615,13 +623,8 @@ class AnnIndex:
                         q, k, session_keys=keys, rowids=rowids, exclude=tombstones
                     )
                 else:
-                    ids = reader.candidates(
-                        q,
-                        int(self.candidate_factor * k) + self.margin,
-                        session_keys=keys,
-                        rowids=rowids,
-                        exclude=tombstones,
-                    )
+                    want = int(self.candidate_factor * k) + self.margin
+                    ids = _live_candidates(reader, q, want, keys, rowids, tombstones)
             finally:
                 reader.release()
             skip = {i for i, _ in hits}
@@ -675,6 +678,33 @@ class AnnIndex:
             shutil.rmtree(self.folder.parent, ignore_errors=True)
 
 
+def _live_candidates(
+    reader: BaseReader,
+    query: npt.NDArray[np.float32],
+    want: int,
+    keys: Sequence[int] | None,
+    rowids: npt.NDArray[np.int64] | None,
+    tombstones: list[int],
+) -> list[int]:
+    """The base's best ``want`` candidates that are not tombstoned (``tombstones``
+    ascending).
+
+    An exclusion inside the ANN library costs per excluded id on every search (zvec:
+    ~2 ms per 1,000 ids at 117k chunks; benchmarks/README.md, "A store that keeps
+    growing, part 2"), while tombstones are few next to the base and seldom among the
+    best: ask for :data:`TOMBSTONE_SLACK` more without the exclusion and drop them, and
+    only when too few are left ask again with it."""
+    if not tombstones:
+        return reader.candidates(query, want, session_keys=keys, rowids=rowids, exclude=())
+    ask = want + min(len(tombstones), max(want, TOMBSTONE_SLACK))
+    got = reader.candidates(query, ask, session_keys=keys, rowids=rowids, exclude=())
+    found = np.asarray(got, dtype=np.int64)
+    live = [int(i) for i in found[~members(found, np.asarray(tombstones, dtype=np.int64))]]
+    if len(live) >= want or len(got) < ask:
+        return live[:want]
+    return reader.candidates(query, want, session_keys=keys, rowids=rowids, exclude=tombstones)
+
+
 class _Stopped(Exception):
     """The index was closed during a merge: the partial generation is left unpublished."""
 
@@ -682,13 +712,26 @@ class _Stopped(Exception):
 class _Reads:
     """The rows a merge folds in, read from SQLite in batches (each batch under the
     database lock, none across batches: what changes meanwhile is in the change log,
-    newer than the sequence the new manifest records, and lands in the next delta)."""
+    newer than the sequence the new manifest records, and lands in the next delta).
 
-    def __init__(self, db: Database, dims: int, after: int, changed: list[int]) -> None:
+    Only rows up to ``upto``, the highest chunk id just before the merge read the log:
+    rows written while it reads (a bulk ingest goes on) have higher ids, and every delta
+    reads them as new rows above the base. Read here too, they were logged after the
+    base's position at ids it holds, so every process held them again as tombstones,
+    excluded inside the ANN search at a cost per id (benchmarks/README.md, "A store
+    that keeps growing, part 2"). ``upto`` is read before the log (each its own
+    snapshot): a write committed between the two has ids above ``upto`` and is logged
+    at or before the base's position, so it is neither in the base nor a tombstone,
+    only a row above the base; read after it, it would be both."""
+
+    def __init__(
+        self, db: Database, dims: int, after: int, changed: list[int], *, upto: int
+    ) -> None:
         self._db = db
         self._dims = dims
         self._after = after
         self._changed = changed
+        self._upto = upto
         self.max_id = after
         self.zeros: set[int] = set()
 
@@ -702,11 +745,13 @@ class _Reads:
                 self._note_zeros(batch)
                 yield batch
         cursor = self._after
-        while True:
+        while cursor < self._upto:
             if stop.is_set():
                 raise _Stopped
             with self._db.lock:
                 batch = read_after(self._db, cursor, self._dims, READ_BATCH)
+            if len(batch) and batch.ids[-1] > self._upto:
+                batch = _head(batch, int(np.searchsorted(batch.ids, self._upto, "right")))
             if not len(batch):
                 break
             cursor = int(batch.ids[-1])
@@ -716,3 +761,8 @@ class _Reads:
 
     def _note_zeros(self, batch: RowBatch) -> None:
         self.zeros.update(batch.ids[~batch.matrix.any(axis=1)].tolist())
+
+
+def _head(batch: RowBatch, n: int) -> RowBatch:
+    """The first ``n`` rows of ``batch``."""
+    return RowBatch(batch.ids[:n], batch.matrix[:n], batch.sessions[:n], batch.created_us[:n])
