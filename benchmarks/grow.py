@@ -12,7 +12,8 @@ the bulk-ingest helpers on as by default) and goes on for ``--after`` seconds. R
 the ingest rate; the searches' p50/p95/p99 during the ingest and after it; the chunks
 BM25 and the vector index have not published yet (sampled every 0.5 s: median and
 max during the ingest), how long after the ingest each is caught up, and when the
-helpers have exited (each run waits for them before the next).
+helpers have exited (each run waits for them before the next), and the most tombstones
+(base rows held stale) the searcher's vector index held after the ingest.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ while not stop.exists():
     if time.time() >= sample_at:
         sample_at = time.time() + 0.5
         high = int(eng.db.scalar("SELECT coalesce(max(id), 0) FROM chunks"))
-        lags.append((time.time(), high - published("bm25"), high - published(kind)))
+        held = eng.index.stats().get("tombstones", 0)
+        lags.append((time.time(), high - published("bm25"), high - published(kind), held))
 eng.close()
 print(json.dumps({"lat": lat, "lags": lags}))
 """
@@ -105,7 +107,7 @@ def copy_store(src: Path, dst_dir: Path, index: str) -> Path:
     return dst_dir / "store.db"
 
 
-def caught_up_after(lags: list[tuple[float, int, int]], end: float, col: int) -> float | None:
+def caught_up_after(lags: list[tuple[float, ...]], end: float, col: int) -> float | None:
     """Seconds after ``end`` from which every sample shows no lag (None: never)."""
     after = [(t, lag[col]) for t, *lag in lags if t > end]
     last_behind = max((t for t, lag in after if lag > 0), default=None)
@@ -149,8 +151,9 @@ def run(src: Path, work: Path, args: argparse.Namespace, corpus: ChatCorpus) -> 
     lat, lags = out["lat"], [tuple(x) for x in out["lags"]]
     during = [ms for t, ms in lat if start <= t <= end]
     after = [ms for t, ms in lat if t > end]
-    lex = [b for t, b, _ in lags if start <= t <= end]
-    vec = [v for t, _, v in lags if start <= t <= end]
+    lex = [b for t, b, _, _ in lags if start <= t <= end]
+    vec = [v for t, _, v, _ in lags if start <= t <= end]
+    tombstones = [int(h) for t, _, _, h in lags if t > end]
     p_during, p_after = percentiles_ms(during), percentiles_ms(after)
     return {
         "chunks_per_s": chunks / (end - start),
@@ -166,6 +169,7 @@ def run(src: Path, work: Path, args: argparse.Namespace, corpus: ChatCorpus) -> 
         "vector_lag_max": max(vec) if vec else None,
         "bm25_caught_up_s": caught_up_after(lags, end, 0),
         "vector_caught_up_s": caught_up_after(lags, end, 1),
+        "tombstones_after_max": max(tombstones, default=None),
         "helpers_done_s": helpers_done,
     }
 
