@@ -399,10 +399,10 @@ def test_a_store_from_before_the_migration_is_backfilled_in_the_background(
     started, release = threading.Event(), threading.Event()
     real = preferences._classify_all
 
-    def held(db: Any, *, pause: float, pages: int | None = None) -> int:
+    def held(db: Any, **kwargs: Any) -> int:
         started.set()
         release.wait(10)
-        return real(db, pause=pause, pages=pages)
+        return real(db, **kwargs)
 
     monkeypatch.setattr(preferences, "_classify_all", held)
     with mindfile.open(path) as mem:
@@ -476,6 +476,26 @@ def test_while_a_helper_classifies_this_process_starts_no_backfill(
     assert not preferences.deferred(mem.db)
     mem._follow_indexes()  # the follower classifies now (in its thread: here, inline)
     assert not search_store(mem.db).has_unclassified()
+
+
+def test_a_background_backfill_hands_over_to_a_helper_that_comes_up(
+    mem_static: mindfile.Mindfile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The backfill thread stops between two pages once a bulk ingest's helper
+    classifies; ``backfill()`` itself (what the helper runs) does not."""
+    monkeypatch.setattr(preferences, "_PAGE", 7)
+    mem = mem_static
+    mem.store_many(_chat(20))
+    with mem.db.atomic():  # as if written before the migration
+        mem.db.execute("UPDATE chunks SET user_statement = NULL")
+    total = len(_flags(mem))
+    assert total > 14
+    checks = [False]  # the helper is up from the second check on
+    preferences.defer_to(mem.db, lambda: checks.pop(0) if checks else True)
+    preferences._run_backfill(mem.db)
+    assert list(_flags(mem).values()).count(None) == total - 7  # one page, then handed over
+    assert preferences.backfill(mem.db, pause=0.0) == total - 7
+    assert None not in _flags(mem).values()
 
 
 def test_two_engines_backfilling_one_store_at_once_agree(

@@ -306,3 +306,27 @@ def test_a_bulk_ingest_goes_without_until_its_helper_reaches_it(
         # the same answer (BM25 may have ranked with FTS5 before: equal to rounding)
         assert [h.chunk_id for h in stored] == [h.chunk_id for h in inline]
         assert [h.score for h in stored] == pytest.approx([h.score for h in inline], abs=1e-6)
+
+
+def test_a_background_backfill_hands_over_to_a_helper_that_comes_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The backfill thread stops between two pages once a bulk ingest's helper writes
+    the sets (started before the helper came up, it went on tokenising beside it for
+    the whole ingest); ``backfill()`` itself (what the helper runs) does not."""
+    monkeypatch.setattr(token_match, "_PAGE", 5)
+    rows = [("s", i, f"note {i} about the garden shed and its tools") for i in range(1, 31)]
+    with mindfile.open(tmp_path / "m.db") as mem:
+        mem.store_many(rows)
+        matcher = matcher_for(mem.embedder)
+        assert matcher is not None
+        checks = [False, False]  # the helper is up from the third check on
+        token_match.defer_to(mem.db, lambda: checks.pop(0) if checks else True)
+        token_match._run_backfill(mem.db, matcher)
+
+        def stored() -> int:
+            return int(mem.db.scalar("SELECT count(*) FROM chunks WHERE token_set IS NOT NULL"))
+
+        assert stored() == 10  # two pages, then handed over
+        assert backfill(mem.db, matcher, pause=0.0) == len(rows) - 10
+        assert stored() == len(rows)

@@ -356,7 +356,11 @@ def backfill(db: AnyDatabase, *, pause: float = _PAUSE, pages: int | None = None
         return _classify_all(db, pause=pause, pages=pages)
 
 
-def _classify_all(db: AnyDatabase, *, pause: float, pages: int | None = None) -> int:
+def _classify_all(
+    db: AnyDatabase, *, pause: float, pages: int | None = None, hand_over: bool = False
+) -> int:
+    """The backfill's pages; with ``hand_over`` (this process's background thread) it
+    stops between pages once a bulk ingest's helper classifies (:func:`defer_to`)."""
     store = search_store(db)
     if store.reset_statements(statements.LEXICON_VERSION):
         logger.info("the statement lexicon changed: reclassifying every chunk")
@@ -375,7 +379,7 @@ def _classify_all(db: AnyDatabase, *, pause: float, pages: int | None = None) ->
         classify,
         pause=pause,
         pages=pages,
-        stopping=lambda: db.closed,
+        stopping=lambda: db.closed or (hand_over and deferred(db)),
     )
 
 
@@ -389,7 +393,7 @@ def _start_backfill(db: AnyDatabase) -> None:
 def _run_backfill(db: AnyDatabase) -> None:
     try:
         started = time.perf_counter()
-        n = _classify_all(db, pause=_PAUSE)
+        n = _classify_all(db, pause=_PAUSE, hand_over=True)
         logger.info(
             "classified %d chunks as user statements or not in %.1fs",
             n,

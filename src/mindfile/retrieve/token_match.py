@@ -342,8 +342,17 @@ def backfill(
 
 
 def _tokenize_all(
-    db: AnyDatabase, matcher: TokenMatcher, *, pause: float, pages: int | None = None
+    db: AnyDatabase,
+    matcher: TokenMatcher,
+    *,
+    pause: float,
+    pages: int | None = None,
+    hand_over: bool = False,
 ) -> int:
+    """The backfill's pages; with ``hand_over`` (this process's background thread) it
+    stops between pages once a bulk ingest's helper writes the sets (:func:`defer_to`):
+    started before the helper came up, it chased the ingest's writes with the helper
+    (~23% of a searching process's time during one; benchmarks/README.md)."""
     store = search_store(db)
 
     def tokenise(rows: Sequence[tuple[int, str]]) -> int | None:
@@ -367,7 +376,7 @@ def _tokenize_all(
         tokenise,
         pause=pause,
         pages=pages,
-        stopping=lambda: _stopping(db),
+        stopping=lambda: _stopping(db) or (hand_over and deferred(db)),
     )
 
 
@@ -402,7 +411,7 @@ def stop(db: AnyDatabase, timeout: float = 30.0) -> None:
 def _run_backfill(db: AnyDatabase, matcher: TokenMatcher) -> None:
     try:
         started = time.perf_counter()
-        n = _tokenize_all(db, matcher, pause=_PAUSE)
+        n = _tokenize_all(db, matcher, pause=_PAUSE, hand_over=True)
         logger.info("stored the token sets of %d chunks in %.1fs", n, time.perf_counter() - started)
     except Exception as exc:  # a closed store, a busy database: the next search retries
         if not db.closed:
