@@ -435,6 +435,17 @@ def test_unclassified_chunks_are_backfilled_on_both_backends(
     assert _backfilled(mem) == expected and None not in _flags(mem).values()
 
 
+def _unclassified(mem: mindfile.Mindfile) -> int:
+    """A short chat stored, its chunks' flags cleared as if written before migration
+    0014: how many chunks (more than two pages of 7)."""
+    mem.store_many(_chat(20))
+    with mem.db.atomic():
+        mem.db.execute("UPDATE chunks SET user_statement = NULL")
+    total = len(_flags(mem))
+    assert total > 14
+    return total
+
+
 def test_the_backfill_goes_a_page_at_a_time_when_asked(
     mem_static: mindfile.Mindfile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -442,11 +453,7 @@ def test_the_backfill_goes_a_page_at_a_time_when_asked(
     publishes (mindfile._publish) classifies one page, the next call the next one."""
     monkeypatch.setattr(preferences, "_PAGE", 7)
     mem = mem_static
-    mem.store_many(_chat(20))
-    with mem.db.atomic():  # as if written before the migration
-        mem.db.execute("UPDATE chunks SET user_statement = NULL")
-    total = len(_flags(mem))
-    assert total > 14
+    total = _unclassified(mem)
     assert preferences.backfill(mem.db, pause=0.0, pages=1) == 7
     assert list(_flags(mem).values()).count(None) == total - 7
     assert preferences.backfill(mem.db, pause=0.0, pages=1) == 7
@@ -485,11 +492,7 @@ def test_a_background_backfill_hands_over_to_a_helper_that_comes_up(
     classifies; ``backfill()`` itself (what the helper runs) does not."""
     monkeypatch.setattr(preferences, "_PAGE", 7)
     mem = mem_static
-    mem.store_many(_chat(20))
-    with mem.db.atomic():  # as if written before the migration
-        mem.db.execute("UPDATE chunks SET user_statement = NULL")
-    total = len(_flags(mem))
-    assert total > 14
+    total = _unclassified(mem)
     checks = [False]  # the helper is up from the second check on
     preferences.defer_to(mem.db, lambda: checks.pop(0) if checks else True)
     preferences._run_backfill(mem.db)
