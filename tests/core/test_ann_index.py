@@ -299,10 +299,9 @@ def test_a_merge_leaves_rows_written_while_it_reads_to_the_next_delta(
                 written.append(10)
             return got
 
-        monkeypatch.setattr(ann_module, "read_after", read_then_write)
-        with other:
+        with other, monkeypatch.context() as patch:
+            patch.setattr(ann_module, "read_after", read_then_write)
             assert mem.index.merge()
-        monkeypatch.setattr(ann_module, "read_after", real)
         manifest = published(db_path, ann)
         ids = [int(r[0]) for r in mem.db.query("SELECT id FROM chunks ORDER BY id")]
         assert len(ids) == 70
@@ -345,9 +344,9 @@ def test_tombstones_are_dropped_after_the_base_search_not_excluded_inside_it(
                 calls.append(len(kwargs["exclude"]))  # type: ignore[arg-type]
                 return real(*args, **kwargs)  # type: ignore[arg-type]
 
-            monkeypatch.setattr(reader, "candidates", spy)
-            check(mem, query, k)
-            monkeypatch.undo()
+            with monkeypatch.context() as patch:
+                patch.setattr(reader, "candidates", spy)
+                check(mem, query, k)
             return calls
 
         # (A search for k wants ``candidate_factor * k + margin`` of the base: 11 / 17

@@ -751,7 +751,7 @@ class _Reads:
             with self._db.lock:
                 batch = read_after(self._db, cursor, self._dims, READ_BATCH)
             if len(batch) and batch.ids[-1] > self._upto:
-                batch = _head(batch, int(np.searchsorted(batch.ids, self._upto, "right")))
+                batch = batch.head(int(np.searchsorted(batch.ids, self._upto, "right")))
             if not len(batch):
                 break
             cursor = int(batch.ids[-1])
@@ -761,8 +761,3 @@ class _Reads:
 
     def _note_zeros(self, batch: RowBatch) -> None:
         self.zeros.update(batch.ids[~batch.matrix.any(axis=1)].tolist())
-
-
-def _head(batch: RowBatch, n: int) -> RowBatch:
-    """The first ``n`` rows of ``batch``."""
-    return RowBatch(batch.ids[:n], batch.matrix[:n], batch.sessions[:n], batch.created_us[:n])

@@ -94,6 +94,10 @@ class RowBatch:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def head(self, n: int) -> RowBatch:
+        """The first ``n`` rows."""
+        return RowBatch(self.ids[:n], self.matrix[:n], self.sessions[:n], self.created_us[:n])
+
 
 def row_batch(rows: VectorRows) -> RowBatch:
     """A batch read with ``created=True`` as the indexes take it (times in microseconds)."""
