@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from mindfile._topk import kth_largest, top_positions
 from mindfile.retrieve.lexical_batch import Batch, analyse_batch
 from mindfile.retrieve.lexical_disk import Flat, LexManifest, Segment
 from mindfile.vector.base import VectorFilter
@@ -608,12 +609,8 @@ def _top(
     if len(candidates) == 0:
         return []
     cand_scores = scores[candidates]
-    if k < len(candidates):
-        top = np.argpartition(-cand_scores, k - 1)[:k]
-        # Every score tied with the k-th competes, so the top k does not depend on k.
-        top = np.flatnonzero(cand_scores >= cand_scores[top].min())
-    else:
-        top = np.arange(len(candidates))
+    # Every score tied with the k-th competes, so the top k does not depend on k.
+    top = top_positions(cand_scores, k)
     found = rowids[candidates[top]]
     order = np.lexsort((-found, -cand_scores[top]))[:k]
     return [(int(found[i]), float(cand_scores[top][i])) for i in order]
@@ -773,7 +770,7 @@ def _top_pruned(
         pool_doc = np.concatenate([pool_doc, more_doc])
         pool_score = np.concatenate([pool_score, more_score])
         if len(pool_doc) >= k:
-            theta = float(-np.partition(-pool_score, k - 1)[k - 1])
+            theta = kth_largest(pool_score, k)
             # Every score tied with the k-th competes (as in _top).
             held = pool_score >= theta
             pool_doc, pool_score = pool_doc[held], pool_score[held]

@@ -49,6 +49,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from mindfile._topk import kth_largest, top_positions
 from mindfile.embed.base import Vector
 from mindfile.storage.backend import AnyDatabase
 from mindfile.storage.index_source import index_source
@@ -556,7 +557,7 @@ class _Codes:
         if len(lower) <= k:
             rows = np.arange(m) if allowed is None else np.flatnonzero(allowed)
         else:
-            kth = _kth_largest(lower, k)
+            kth = kth_largest(lower, k)
             approx += slack  # upper bounds
             rows = np.flatnonzero(approx >= kth)
             if allowed is not None:
@@ -586,7 +587,7 @@ class _Codes:
         approx, slack = self._approx(q, cand)
         if len(cand) <= k:
             return cand
-        kth = _kth_largest(approx - slack, k)
+        kth = kth_largest(approx - slack, k)
         if cut < BITS:
             inner = int(np.searchsorted(cumulative, (1 - _EDGE) * shortlist))
             edge = dist[cand] > inner
@@ -597,7 +598,7 @@ class _Codes:
                 cand = np.concatenate([cand, more])
                 approx = np.concatenate([approx, more_approx])
                 slack = np.concatenate([slack, more_slack])
-                kth = _kth_largest(approx - slack, k)
+                kth = kth_largest(approx - slack, k)
         keep: npt.NDArray[np.intp] = cand[approx + slack >= kth]
         return keep
 
@@ -713,10 +714,6 @@ def _reach(int8: npt.NDArray[np.int8], scale: npt.NDArray[np.float32]) -> npt.ND
     return out
 
 
-def _kth_largest(values: npt.NDArray[np.float32], k: int) -> float:
-    return float(np.partition(values, len(values) - k)[len(values) - k])
-
-
 def _grow(arr: npt.NDArray[_G], cap: int) -> npt.NDArray[_G]:
     out = np.zeros(cap, dtype=arr.dtype)
     out[: len(arr)] = arr
@@ -731,10 +728,6 @@ def _top_k(
     Every score tied with the k-th is considered before truncating, so the top ``k`` is
     the same set whatever ``k`` (a prefix of the top ``k + 1``).
     """
-    if k < len(scores):
-        part = np.argpartition(-scores, k - 1)[:k]
-        part = np.flatnonzero(scores >= scores[part].min())
-    else:
-        part = np.arange(len(scores))
+    part = top_positions(scores, k)
     order = np.lexsort((-ids[part], -scores[part]))[:k]
     return part[order]
