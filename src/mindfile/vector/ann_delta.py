@@ -11,9 +11,17 @@ import numpy.typing as npt
 
 from mindfile.vector.ann_disk import Manifest, RowBatch
 from mindfile.vector.base import members
-from mindfile.vector.exact import search_rows
+from mindfile.vector.exact import _CODES_USABLE, QUANTIZE_FROM, _Codes, search_rows
 
 __all__ = ["Delta"]
+
+#: Rows from which a delta keeps int8 codes of its vectors (fitted on the rows it holds
+#: then; the rows added later are encoded as they come, ~3 us each). Its searches use
+#: them from ``QUANTIZE_FROM`` rows, as the exact index does: before the first base is
+#: published, the delta of the process that ingested 117k chunks holds all of them, and
+#: a float32 product over 117k vectors cost 5-12 ms a search on 2 cores shared with the
+#: helpers (the int8 scan ~2-3 ms; benchmarks/README.md).
+CODES_AT = 4_096
 
 
 class Delta:
@@ -33,6 +41,7 @@ class Delta:
         self._n = 0
         self.tombstones: set[int] = set()
         self._dims = dims
+        self._codes: _Codes | None = None
 
     def __len__(self) -> int:
         return self._n
@@ -56,6 +65,17 @@ class Delta:
         keys[: self._n] = self._keys[: self._n]
         matrix[: self._n] = self._matrix[: self._n]
         self._ids, self._keys, self._matrix = ids, keys, matrix
+        if self._codes is not None:
+            self._codes.reserve(cap)
+
+    def _encode(self, start: int, end: int) -> None:
+        """Keep the codes of rows ``start:end`` (just appended) current; fit the codes
+        once the delta holds ``CODES_AT`` rows."""
+        if self._codes is None:
+            if self._n >= CODES_AT and _CODES_USABLE:
+                self._codes = _Codes.fit(self._matrix[: self._n], len(self._ids), lambda: False)
+            return
+        self._codes.encode_range(start, self._matrix[start:end], len(self._ids))
 
     def put(self, batch: RowBatch) -> None:
         """Add the batch's rows, or replace the ones held (their vector was rewritten)."""
@@ -72,7 +92,9 @@ class Delta:
             self.rows.update(zip(ids.tolist(), range(n, n + m), strict=True))
             self._n = n + m
             self.max_id = int(ids.max())
+            self._encode(n, n + m)
             return
+        replaced: list[int] = []
         fresh: list[int] = []
         for j, i in enumerate(batch.ids.tolist()):
             at = self.rows.get(i)
@@ -81,6 +103,10 @@ class Delta:
             else:
                 self._matrix[at] = batch.matrix[j]
                 self._keys[at] = keys[j]
+                replaced.append(at)
+        if replaced and self._codes is not None:
+            at_rows = np.asarray(replaced, dtype=np.intp)
+            self._codes.encode_at(at_rows, self._matrix[at_rows])
         if fresh:
             n, m = self._n, len(fresh)
             self._reserve(n + m)
@@ -90,6 +116,7 @@ class Delta:
             for off, j in enumerate(fresh):
                 self.rows[int(batch.ids[j])] = n + off
             self._n = n + m
+            self._encode(n, n + m)
         if len(batch.ids):
             self.max_id = max(self.max_id, int(batch.ids.max()))
 
@@ -107,6 +134,12 @@ class Delta:
         self._n = m
         self.rows = {i: j for j, i in enumerate(self._ids[:m].tolist())}
         self.max_id = max(self.max_id, other.max_id)
+        if other._codes is not None and m:  # the same rows' codes, not encoded again
+            keep = np.zeros(n, dtype=np.bool_)
+            keep[pick] = True
+            self._codes = other._codes.subset(keep, len(self._ids))
+        else:
+            self._encode(0, m)
 
     def drop(self, rowids: Sequence[int]) -> None:
         gone = [self.rows[i] for i in rowids if i in self.rows]
@@ -117,6 +150,8 @@ class Delta:
         self._ids = self._ids[: self._n][keep]
         self._matrix = self._matrix[: self._n][keep]
         self._keys = self._keys[: self._n][keep]
+        if self._codes is not None:
+            self._codes.compact(keep)
         self._n = len(self._ids)
         self.rows = {int(i): n for n, i in enumerate(self._ids.tolist())}
 
@@ -139,5 +174,7 @@ class Delta:
         if rowids is not None:
             allowed = members(ids, rowids)
             mask = allowed if mask is None else mask & allowed
-        # The exact index's float32 search: ties with the k-th go to the higher id.
-        return search_rows(matrix, ids, n, None, query, k, mask, quantize_from=n + 1)
+        # The exact index's search (float32 below QUANTIZE_FROM rows, else the int8
+        # scan and a float32 rescoring: the same top k); ties with the k-th go to the
+        # higher id. Callers hold the index's lock: one search at a time uses the codes.
+        return search_rows(matrix, ids, n, self._codes, query, k, mask, QUANTIZE_FROM)

@@ -495,6 +495,15 @@ class _Codes:
         self.reach = self.reach[:n][keep].copy()
         self._scratch.clear()
 
+    def subset(self, keep: npt.NDArray[np.bool_], cap: int) -> _Codes:
+        """New codes holding the rows ``keep`` marks (in order), with room for ``cap``."""
+        out = _Codes(self.mean, self.fitted_on, 0, self.proj)
+        out.bits, out.int8 = self.bits, self.int8
+        out.scale, out.bound, out.reach = self.scale, self.bound, self.reach
+        out.compact(keep)
+        out.reserve(cap)
+        return out
+
     def _buffer(self, name: str, shape: tuple[int, ...], dtype: type[_G]) -> npt.NDArray[_G]:
         buf = self._scratch.get(name)
         if buf is None or buf.shape[0] < shape[0] or buf.dtype != dtype:
