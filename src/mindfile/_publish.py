@@ -108,14 +108,20 @@ ROLES = ("index", "flags")
 
 
 def helper_environment() -> dict[str, str]:
-    """The helpers' environment: ours, with numpy's transparent-huge-page advice off
-    unless the caller chose (``NUMPY_MADVISE_HUGEPAGE``). A generation merge allocates
-    ~1.5 GB of short-lived arrays at 117k chunks; with the advice, where the kernel
-    compacts memory for huge pages at fault time (``defrag=madvise``, the default), the
-    first merge took 2.0-2.9 s instead of 0.8-0.9 s, and while a bulk ingest fills the
-    page cache every merge can be a first (benchmarks/README.md)."""
+    """The helpers' environment: ours, with one BLAS thread and numpy's
+    transparent-huge-page advice off unless the caller chose (``OPENBLAS_NUM_THREADS``,
+    ``NUMPY_MADVISE_HUGEPAGE``). A generation merge allocates ~1.5 GB of short-lived
+    arrays at 117k chunks; with the advice, where the kernel compacts memory for huge
+    pages at fault time (``defrag=madvise``, the default), the first merge took 2.0-2.9 s
+    instead of 0.8-0.9 s, and while a bulk ingest fills the page cache every merge can be
+    a first (benchmarks/README.md)."""
     env = dict(os.environ)
     env.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
+    # One BLAS thread: a helper works on the machine's other core, and BLAS's worker
+    # threads (the exact index's sign-bit products) spin on the writer's core between
+    # calls.
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    env.setdefault("MKL_NUM_THREADS", "1")
     return env
 
 

@@ -8,9 +8,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from mindfile.vector import ann_delta
+from mindfile.vector import _simd, ann_delta
 from mindfile.vector.ann_delta import Delta
 from mindfile.vector.ann_disk import RowBatch, session_key
+from mindfile.vector.base import row_dots
 from mindfile.vector.exact import _Codes
 
 from .test_exact_codes import clustered, near_queries
@@ -32,7 +33,7 @@ def _oracle(
     ids = sorted(i for i in held if sessions is None or f"s{i % 7}" in sessions)
     if not ids:
         return []
-    scores = np.stack([held[i] for i in ids]) @ q
+    scores = row_dots(np.stack([held[i] for i in ids]), q)  # the indexes' own product
     order = sorted(range(len(ids)), key=lambda j: (-float(scores[j]), -ids[j]))[:k]
     return [(ids[j], float(scores[j])) for j in order]
 
@@ -121,3 +122,29 @@ def test_a_small_delta_keeps_no_codes() -> None:
     delta.put(_batch(list(range(61, 101)), x[60:]))  # crosses CODES_AT: fitted on all
     assert delta._codes is not None
     _check(delta, {i + 1: x[i] for i in range(100)}, seed=8)
+
+
+@pytest.mark.usefixtures("small_thresholds")
+def test_codes_without_sign_bits_when_the_scan_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With simsimd the delta's codes keep no sign bits (their BLAS product is the cost);
+    should the scan be switched off later, searches fall back to float32, not to the
+    stages that need the bits."""
+    monkeypatch.setattr(_simd, "ENABLED", True)
+    x = clustered(600, DIMS, seed=9)
+    delta = Delta(DIMS, None)
+    delta.put(_batch(list(range(1, 601)), x))
+    assert delta._codes is not None and not delta._codes.has_bits
+    held = {i + 1: x[i] for i in range(600)}
+    monkeypatch.setattr(_simd, "ENABLED", False)
+    monkeypatch.setattr(_Codes, "search", lambda *a: pytest.fail("the stages need sign bits"))
+    _check(delta, held, seed=10)
+
+
+@pytest.mark.usefixtures("small_thresholds")
+def test_codes_keep_sign_bits_for_the_numpy_stages(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_simd, "ENABLED", False)
+    x = clustered(600, DIMS, seed=11)
+    delta = Delta(DIMS, None)
+    delta.put(_batch(list(range(1, 601)), x))
+    assert delta._codes is not None and delta._codes.has_bits
+    _check(delta, {i + 1: x[i] for i in range(600)}, seed=12)

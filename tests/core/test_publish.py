@@ -507,3 +507,11 @@ def test_the_helper_publishes_bm25_while_a_vector_merge_runs(
         assert mem.index.size() == high and mem.search("lisbon porto", top_k=3)
     # below the writer and the BM25 thread (unless this process runs lower already)
     assert niceness and min(niceness) >= _publish.VECTOR_NICE
+
+
+def test_helpers_run_with_one_blas_thread_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    """BLAS worker threads spin between calls: a helper keeps to its own core."""
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    assert _publish.helper_environment()["OPENBLAS_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    assert _publish.helper_environment()["OPENBLAS_NUM_THREADS"] == "4"

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from mindfile.vector import _simd
 from mindfile.vector.ann_disk import Manifest, RowBatch
 from mindfile.vector.base import members
 from mindfile.vector.exact import _CODES_USABLE, QUANTIZE_FROM, _Codes, search_rows
@@ -20,7 +21,8 @@ __all__ = ["Delta"]
 #: them from ``QUANTIZE_FROM`` rows, as the exact index does: before the first base is
 #: published, the delta of the process that ingested 117k chunks holds all of them, and
 #: a float32 product over 117k vectors cost 5-12 ms a search on 2 cores shared with the
-#: helpers (the int8 scan ~2-3 ms; benchmarks/README.md).
+#: helpers (the int8 scan ~2-3 ms; benchmarks/README.md). Without simsimd the codes keep
+#: the sign bits the numpy stages need; with it, none (see :class:`_Codes`).
 CODES_AT = 4_096
 
 
@@ -73,7 +75,14 @@ class Delta:
         once the delta holds ``CODES_AT`` rows."""
         if self._codes is None:
             if self._n >= CODES_AT and _CODES_USABLE:
-                self._codes = _Codes.fit(self._matrix[: self._n], len(self._ids), lambda: False)
+                # Sign bits only for the numpy stages: with the int8 scan, none (their
+                # encoding is a BLAS product, whose threads spin on the other core).
+                self._codes = _Codes.fit(
+                    self._matrix[: self._n],
+                    len(self._ids),
+                    lambda: False,
+                    bits=not _simd.ENABLED,
+                )
             return
         self._codes.encode_range(start, self._matrix[start:end], len(self._ids))
 
