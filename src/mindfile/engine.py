@@ -40,6 +40,7 @@ from mindfile.retrieve.temporal import load_parser
 from mindfile.retrieve.token_match import backfill as backfill_token_sets
 from mindfile.retrieve.token_match import matcher_for
 from mindfile.retrieve.token_match import stop as stop_token_sets
+from mindfile.retrieve.token_match import warm_up as warm_token_match
 from mindfile.storage.backend import (
     AnyDatabase,
     check_postgres_options,
@@ -495,7 +496,9 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI, SearchA
         if self.db.closed:
             return
         load_parser()
-        matcher_for(self.embedder)
+        matcher = matcher_for(self.embedder)
+        if matcher is not None:
+            warm_token_match(self.db, matcher)
 
     def _follow_indexes(self) -> None:
         """After a bulk write and a pause: catch the vector index up (publishing its

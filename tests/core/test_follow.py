@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import mindfile
+from mindfile import engine
 from mindfile._follow import IdleFollower
 from mindfile.retrieve import lexical
 from mindfile.vector.ann_disk import MANIFEST
@@ -183,11 +184,15 @@ def test_a_failing_prepare_is_logged_and_the_follow_still_runs(
     assert "preparing the read path failed" in caplog.text
 
 
-def test_a_bulk_write_prepares_the_first_search(tmp_path: Path) -> None:
+def test_a_bulk_write_prepares_the_first_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The bundled model's token matcher (and the time parser) are loaded by the
     follower thread once a bulk write starts, not by the first search after it."""
     from mindfile.retrieve import token_match
 
+    warmed: list[object] = []
+    monkeypatch.setattr(engine, "warm_token_match", lambda db, matcher: warmed.append(db))
     mem = mindfile.open(tmp_path / "prep.db")
     try:
         assert getattr(mem.embedder, token_match._ATTRIBUTE, None) is None
@@ -198,6 +203,23 @@ def test_a_bulk_write_prepares_the_first_search(tmp_path: Path) -> None:
         # Prepared while the writes have not paused yet (idle 5 s): before any follow.
         assert _wait_for(lambda: getattr(mem.embedder, token_match._ATTRIBUTE, None) is not None)
         assert isinstance(token_match.matcher_for(mem.embedder), token_match.TokenMatcher)
+        assert _wait_for(lambda: warmed == [mem.db])  # token_match.warm_up, below
         assert mem._follower.runs == 0
     finally:
         mem.close()
+
+
+def test_warm_up_teaches_the_word_pieces_of_the_newest_chunks(tmp_path: Path) -> None:
+    """A fresh process's first search tokenises candidates without a stored set; the
+    words of the newest chunks are learnt beforehand (and only those: ``texts``)."""
+    from mindfile.retrieve import token_match
+
+    with mindfile.open(tmp_path / "warm.db") as mem:
+        mem.store_many([("s", i, f"note {i} about zebra{i} and the garden") for i in range(20)])
+        matcher = token_match.matcher_for(mem.embedder)
+        assert matcher is not None
+        words = mem.embedder._ready().fast._cache  # type: ignore[attr-defined]
+        words.clear()  # as in a process that did not embed these texts itself
+        token_match.warm_up(mem.db, matcher, texts=5)
+        assert b"zebra19" in words and b"zebra15" in words
+        assert b"zebra14" not in words and b"zebra0" not in words
