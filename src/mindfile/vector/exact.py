@@ -713,10 +713,8 @@ def search_rows(
         # ~25-30% of the rows (117k: 20% 1.0 vs 1.7 ms, 35% 2.5 vs 1.7 ms).
         gather = idx is not None and 4 * len(idx) < n  # else one pass, masked
         rows = quant.scan(q, k, n, idx if gather else None, None if gather else mask)
-    elif coded and _HAS_POPCOUNT and 4 * k <= shortlist:
-        assert quant is not None
-        if quant.has_bits:
-            rows = quant.search(q, k, n, mask, shortlist)
+    elif quant is not None and coded and quant.has_bits and _HAS_POPCOUNT and 4 * k <= shortlist:
+        rows = quant.search(q, k, n, mask, shortlist)
     if rows is not None:
         scores = row_dots(matrix[rows], q)
     elif idx is None:
