@@ -449,7 +449,9 @@ def _serve_index(db: Any, vector_index: str | None) -> None:
             if high != seen:  # writes go on: tokenise them, publish when enough are new
                 seen, settled, compacted = high, False, False
                 quiet_since = time.monotonic()
-                lexical.publish(when_due=True)
+                # The merge in a thread of its own: this one goes on tokenising what
+                # comes meanwhile, and the published generation takes it over.
+                lexical.publish(when_due=True, wait=False)
                 if vectors is not None:
                     vectors.request(high)
                 continue

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -437,3 +438,176 @@ def test_a_quick_publish_writes_an_l0_even_past_l0_fraction(tmp_path: Path) -> N
         assert index.stats()["base_generation"] != base
         assert index.stats()["l0_generation"] is None
         _same_as_fts5(mem)
+
+
+@pytest.mark.usefixtures("small_merges")
+@pytest.mark.parametrize("full", [True, False])
+def test_what_is_tokenised_during_a_merge_is_taken_over_not_tokenised_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, full: bool
+) -> None:
+    """While a merge writes its generation, writes go on and are tokenised into the
+    live delta (new chunks, a base chunk whose neighbour context changes, a deleted
+    session, published and frozen). The state on the new generation takes that delta
+    over, with tombstones for the published copies removed meanwhile: no chunk is
+    tokenised a second time, and ranking stays FTS5's."""
+    monkeypatch.setattr(lexical, "MERGE_MIN", 10_000)  # no merge but the test's own
+    path = tmp_path / "m.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        index = _index(mem)
+        _fill(mem, "a", 40, seed=50)
+        _fill(mem, "b", 20, seed=51)
+        assert index.merge()
+        _fill(mem, "c", 25, seed=52)  # in the delta the merge freezes
+        tokenised: list[str] = []
+        real_tokens = index._tokens
+
+        def counting(text: str) -> list[str]:
+            tokenised.append(text)
+            return real_tokens(text)
+
+        monkeypatch.setattr(index, "_tokens", counting)
+        real_write = lexical.write_generation
+        during: list[int] = []
+
+        def write_while_writing(*args: object, **kwargs: object) -> object:
+            manifest = real_write(*args, **kwargs)  # type: ignore[arg-type]
+            _fill(mem, "a", 5, seed=53)  # new chunks + new context for a's last chunk
+            mem.forget("b")  # published chunks
+            mem.forget("c")  # frozen chunks
+            _fill(mem, "d", 12, seed=54)
+            index._catch_up(merge=False)  # into the live delta, as the helper's loop does
+            during.append(len(tokenised))
+            return manifest
+
+        monkeypatch.setattr(lexical, "write_generation", write_while_writing)
+        before = index._state
+        assert index.merge() if full else index.publish(quick=True)
+        assert during and during[0] > 0
+        assert len(tokenised) == during[0], "chunks tokenised again after the merge"
+        state = index._state
+        assert state is not before and state.delta is before.delta
+        assert state.manifest is not None and state.manifest.max_id == 85
+        assert (full and state.l0 is None) or (not full and state.l0 is not None)
+        _same_as_fts5(mem)
+        _same_as_fts5(mem, VectorFilter(session_ids=["a", "d"]))
+        monkeypatch.setattr(lexical, "write_generation", real_write)
+        # Another engine, and this one after its next publish, agree with FTS5.
+        with mindfile.open(path, read_only=True) as other:
+            other.search("dog", mode="fts")
+            _same_as_fts5(other)
+        assert index.merge()
+        _same_as_fts5(mem)
+        assert index.stats()["delta_docs"] == 0
+
+
+@pytest.mark.usefixtures("small_merges")
+def test_a_background_publish_lets_the_caller_go_on_and_others_wait_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``publish(when_due=True, wait=False)`` (the bulk ingest's index helper) starts the
+    merge in a thread and returns; a quick publish meanwhile waits for it (its frozen
+    deltas are published once) and then publishes what came after."""
+    path = tmp_path / "m.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        index = _index(mem)
+        _fill(mem, "a", 40, seed=60)
+        assert index.merge()
+        release = threading.Event()
+        real_write = lexical.write_generation
+        writes: list[int] = []
+
+        def slow_write(*args: object, **kwargs: object) -> object:
+            writes.append(int(kwargs["max_id"]))  # type: ignore[call-overload]
+            if len(writes) == 1:
+                assert release.wait(20)
+            return real_write(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(lexical, "write_generation", slow_write)
+        _fill(mem, "b", 30, seed=61)
+        assert index.publish(when_due=True, wait=False)
+        _wait(lambda: bool(writes))
+        _fill(mem, "c", 10, seed=62)
+        assert index.publish(when_due=True, wait=False)  # one runs: True at once
+        done: list[bool] = []
+        quick = threading.Thread(target=lambda: done.append(index.publish(quick=True)))
+        quick.start()
+        time.sleep(0.2)
+        assert not done and writes == [70]  # waits for the running merge
+        release.set()
+        quick.join(20)
+        assert done == [True] and writes == [70, 80]
+        assert index.stats()["delta_docs"] == 0
+        _same_as_fts5(mem)
+
+
+@pytest.mark.usefixtures("small_merges")
+def test_a_helper_publishing_in_the_background_while_threads_write_stays_exact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index helper's loop (catch up, start a background merge when due, never
+    wait) beside writers that add and forget and searching threads: every state swapped
+    in ranks as FTS5 does at the end, and so does a process that maps what it published."""
+    sys.setswitchinterval(1e-6)
+    try:
+        path = tmp_path / "m.db"
+        with mindfile.open(path, embedder="hash") as mem:
+            _fill(mem, "s0", 30, seed=70)
+            index = _index(mem)
+            assert index.merge()
+            errors: list[BaseException] = []
+            stop = threading.Event()
+            started: list[bool] = []
+            carried: list[bool] = []
+            real_carry = index._carry
+
+            def carry(*args: Any) -> bool:
+                carried.append(real_carry(*args))
+                return carried[-1]
+
+            monkeypatch.setattr(index, "_carry", carry)
+
+            def write(i: int) -> None:
+                try:
+                    for round_ in range(24):
+                        _fill(mem, f"s{i}", 12, seed=200 * i + round_)
+                        if round_ % 8 == 5:
+                            mem.forget(f"s{i}")
+                        time.sleep(0.005)
+                except BaseException as exc:
+                    errors.append(exc)
+
+            def helper() -> None:
+                try:
+                    while not stop.is_set():
+                        started.append(index.publish(when_due=True, wait=False))
+                except BaseException as exc:
+                    errors.append(exc)
+
+            def search() -> None:
+                try:
+                    while not stop.is_set():
+                        for q in QUERIES:
+                            index.search(q, 10)
+                except BaseException as exc:
+                    errors.append(exc)
+
+            workers = [threading.Thread(target=write, args=(i,)) for i in (1, 2, 3)]
+            others = [threading.Thread(target=helper)] + [
+                threading.Thread(target=search) for _ in range(2)
+            ]
+            for t in workers + others:
+                t.start()
+            for t in workers:
+                t.join()
+            stop.set()
+            for t in others:
+                t.join()
+            assert not errors, errors
+            assert any(started) and any(carried), (started.count(True), carried)
+            assert index.publish(quick=True)  # waits for a merge still running
+            _same_as_fts5(mem)
+            with mindfile.open(path, read_only=True) as other:
+                other.search("dog", mode="fts")
+                _same_as_fts5(other)
+    finally:
+        sys.setswitchinterval(0.005)

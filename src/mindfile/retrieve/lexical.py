@@ -308,7 +308,7 @@ class Bm25Index:
         if newest - self._state.max_rowid >= MERGE_MIN:
             self.warm()
 
-    def publish(self, *, when_due: bool = False, quick: bool = False) -> bool:
+    def publish(self, *, when_due: bool = False, quick: bool = False, wait: bool = True) -> bool:
         """Catch up and publish what this process holds beyond the published generations
         (a new L0 generation, or a new base; waits for the build lock). With
         ``when_due``, only once the delta is as large as a searching process would wait
@@ -317,13 +317,20 @@ class Bm25Index:
         rewritten, not everything: the end of a bulk ingest, when searches rank the
         unpublished chunks with FTS5 until it is out; the full merge follows at idle).
         What the index publisher process runs while a bulk ingest goes on
-        (mindfile._publish); False when nothing was published."""
+        (mindfile._publish); False when nothing was published. Without ``wait`` (with
+        ``when_due``), the merge runs in a background thread and True means it started
+        (or one runs already): the caller goes on tokenising what comes meanwhile, which
+        the published generation takes over (:meth:`_carry`)."""
         if self._folder is None or self._db.readonly:
             return False
         if when_due:
             self._catch_up(merge=False)
+            if not wait and self._merger is not None:
+                return True  # what comes meanwhile waits for the next one
             if not merge_due(self._state, MERGE_MIN, MERGE_FRACTION):
                 return False
+            if not wait:
+                return self._start_merge()
         return self._merge(force=False, blocking=True, prefer_l0=quick)
 
     def purge(self) -> None:
@@ -399,8 +406,8 @@ class Bm25Index:
         present and swaps it in, so no search waits for the tokenising.
         """
         folder = self._folder
-        if folder is None or self._ignore_published:
-            return
+        if folder is None or self._ignore_published or self._publishing:
+            return  # (this process's merge switches to what it publishes itself)
         path = folder / MANIFEST
         try:
             st = os.stat(path)
@@ -489,6 +496,8 @@ class Bm25Index:
                 self._state = fresh
 
     _want_merge = False
+    #: Set while this process's merge writes a generation and switches to it.
+    _publishing = False
 
     @staticmethod
     def deferred() -> bool:
@@ -507,17 +516,23 @@ class Bm25Index:
             return
         if not (merge_due(state, MERGE_MIN, MERGE_FRACTION) or self._want_merge):
             return
+        self._start_merge()
+
+    def _start_merge(self) -> bool:
+        """Publish in a background thread; False when a merge or a switch runs already,
+        or the last merge failed less than ``RETRY_MAX_SECONDS`` ago."""
         failed = self._merge_failed_at
         if failed is not None and time.monotonic() - failed < RETRY_MAX_SECONDS:
-            return
+            return False
         with self._lock:
             if self._merger is not None:
-                return
+                return False
             self._want_merge = False
             self._merger = threading.Thread(
                 target=self._merge_in_background, name="mindfile-bm25-merge", daemon=True
             )
             self._merger.start()
+            return True
 
     def _merge_in_background(self) -> None:
         try:
@@ -551,6 +566,11 @@ class Bm25Index:
         folder = self._folder
         if folder is None or self._db.readonly or self._db.held_by_me():
             return False
+        running = self._merger
+        if running is not None and running is not threading.current_thread():
+            # A background merge or switch: let it finish (and switch this process to
+            # what it published) rather than publish its frozen deltas a second time.
+            running.join()
         folder.mkdir(parents=True, exist_ok=True)
         with file_lock(folder / BUILD_LOCK, blocking=blocking) as got:
             if not got:
@@ -575,9 +595,7 @@ class Bm25Index:
                 # Freeze the delta: new chunks go to a new one, so the frozen postings
                 # can be read below without any lock while searches and catch-ups go on.
                 with self._lock:
-                    state.frozen.append(state.delta)
-                    state.delta = Delta()
-                    frozen = list(state.frozen)
+                    frozen = state.freeze()
                     alive = [np.frombuffer(d.alive, dtype=np.int8).astype(bool) for d in frozen]
                     base, l0 = state.base, state.l0
                     base_alive = base.alive.copy() if base is not None else None
@@ -593,26 +611,61 @@ class Bm25Index:
                     max_id, changes = state.max_rowid, state.changes_seen
                     old = state.manifest
             flats = [d.flat(a) for d, a in zip(frozen, alive, strict=True)]
-            manifest = write_generation(
-                folder,
-                flats,
-                base=base.seg if base else None,
-                base_alive=base_alive,
-                l0=l0.seg if l0 else None,
-                l0_alive=l0_alive,
-                full=full,
-                old=old,
-                store=self._store,
-                analyzer=self._analyzer,
-                max_id=max_id,
-                changes_seq=changes,
-            )
+            self._publishing = True
+            try:
+                manifest = write_generation(
+                    folder,
+                    flats,
+                    base=base.seg if base else None,
+                    base_alive=base_alive,
+                    l0=l0.seg if l0 else None,
+                    l0_alive=l0_alive,
+                    full=full,
+                    old=old,
+                    store=self._store,
+                    analyzer=self._analyzer,
+                    max_id=max_id,
+                    changes_seq=changes,
+                )
+            except BaseException:
+                self._publishing = False
+                raise
         self._merge_failed_at = None
-        if not self._closing:
-            fresh = self._open(manifest)
-            if fresh is not None:
-                self._adopt(fresh)
+        try:
+            if not self._closing:
+                fresh = self._open(manifest)
+                if fresh is not None and not self._carry(state, frozen, fresh):
+                    self._adopt(fresh)
+        finally:
+            self._publishing = False
             self._manifest_sig = None
+        return True
+
+    def _carry(self, held: State, frozen: list[Delta], fresh: State) -> bool:
+        """Switch to ``fresh``, the generation just published from ``held``'s ``frozen``
+        deltas, taking over ``held``'s live delta: what was tokenised while the merge ran
+        (a bulk ingest goes on meanwhile) is not tokenised again, as :meth:`_adopt` would.
+        ``fresh`` gets the tombstones of the published chunks removed since the freeze.
+        False when ``held`` is no longer what searches use or another merge froze it
+        since (the caller then catches ``fresh`` up from SQLite)."""
+        with self._sync, self._lock:
+            removed = held.removed_since
+            if (
+                self._closing
+                or self._state is not held
+                or removed is None
+                or len(held.frozen) != len(frozen)
+                or any(a is not b for a, b in zip(held.frozen, frozen, strict=True))
+            ):
+                return False
+            for rowid in removed:
+                fresh.remove(rowid)  # its delta is still empty: the published parts
+            fresh.delta = held.delta
+            fresh.max_rowid, fresh.changes_seen = held.max_rowid, held.changes_seen
+            fresh.data_version, fresh.ready = held.data_version, held.ready
+            held.removed_since = None
+            if not fresh.compact_soon():  # else no better than what we hold (as _adopt)
+                self._state = fresh
         return True
 
     # -- catching up --------------------------------------------------------------------

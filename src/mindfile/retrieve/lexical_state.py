@@ -396,6 +396,12 @@ class State:
         self.delta = Delta()
         #: Deltas being published by a merge (normally none; one while a merge runs).
         self.frozen: list[Delta] = []
+        #: While a merge runs: the newest chunk id it publishes, and every chunk id up to
+        #: it removed since (deleted, or changed and re-added to the live delta). The
+        #: published generation's state needs those tombstones to take over the live
+        #: delta (``Bm25Index._carry``) instead of tokenising its chunks again.
+        self.frozen_through = 0
+        self.removed_since: list[int] | None = None
 
     def reset(self) -> None:
         """Forget everything, the published generations too (then catch up from nothing)."""
@@ -432,7 +438,17 @@ class State:
         if batch.rowids:
             self.max_rowid = max(self.max_rowid, max(batch.rowids))
 
+    def freeze(self) -> list[Delta]:
+        """Start publishing: the live delta joins the frozen ones (nothing is added to
+        them any more) and a new one takes what comes; returns the frozen deltas."""
+        self.frozen.append(self.delta)
+        self.delta = Delta()
+        self.frozen_through, self.removed_since = self.max_rowid, []
+        return list(self.frozen)
+
     def remove(self, rowid: int) -> None:
+        if self.removed_since is not None and rowid <= self.frozen_through:
+            self.removed_since.append(rowid)
         for delta in self.deltas():
             if delta.remove(rowid):
                 return
