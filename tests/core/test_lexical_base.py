@@ -611,3 +611,35 @@ def test_a_helper_publishing_in_the_background_while_threads_write_stays_exact(
                 _same_as_fts5(other)
     finally:
         sys.setswitchinterval(0.005)
+
+
+@pytest.mark.usefixtures("small_merges")
+def test_a_generation_removed_by_a_newer_publish_is_not_taken_for_damage(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reader that read a manifest just before a publisher replaced it (and removed
+    the L0 generation it no longer names) finds a file missing: that is a race, not
+    damage. The reader marks nothing broken, warns of nothing, and takes the newer
+    manifest, though it names the same base."""
+    path = tmp_path / "m.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        _fill(mem, "a", 60, seed=80)
+        index = _index(mem)
+        assert index.merge()
+        _fill(mem, "b", 10, seed=81)
+        assert index.publish(quick=True)
+        folder = tmp_path / "m.db.index" / "bm25"
+        read = lexical.LexManifest.load(folder / lexical.MANIFEST)
+        assert read is not None and read.l0 is not None
+        _fill(mem, "c", 10, seed=82)
+        assert index.publish(quick=True)  # a new L0; the one ``read`` names is removed
+        assert not (folder / read.l0).exists()
+        with mindfile.open(path, read_only=True) as other:
+            reader = _index(other)
+            with caplog.at_level("WARNING", logger="mindfile.retrieve"):
+                assert reader._open(read) is None
+            assert not reader._broken and "ignoring" not in caplog.text
+            other.search("dog", mode="fts")
+            _wait(lambda: reader._state.l0 is not None)
+            assert reader._state.manifest == lexical.LexManifest.load(folder / lexical.MANIFEST)
+            _same_as_fts5(other)

@@ -456,6 +456,14 @@ class Bm25Index:
         try:
             return open_generations(folder, manifest, self._state)
         except (OSError, ValueError) as exc:  # removed meanwhile, or damaged: rebuild
+            if (
+                isinstance(exc, FileNotFoundError)
+                and LexManifest.load(folder / MANIFEST) != manifest
+            ):
+                # A publisher replaced the manifest (and removed generations it no
+                # longer names) after it was read: not damage; the next poll takes it.
+                self._manifest_sig = None
+                return None
             logger.warning("ignoring BM25 base %s (%s)", manifest.generation, exc)
             self._broken.update(g for g in (manifest.generation, manifest.l0) if g)
             self._want_merge = True
