@@ -477,7 +477,11 @@ def _serve_index(db: Any, vector_index: str | None) -> None:
                 # 117k chunks; benchmarks/README.md "load.py").
                 compacted = True
                 if lexical.stats().get("l0_generation") is not None:
-                    lexical.merge()
+                    # In the background: if the writes resume meanwhile, this loop goes
+                    # on tokenising them (the fold took 7-14 s at ~150k chunks when
+                    # a writer paused for a second mid-ingest and went on). Again at
+                    # the next turn when a merge runs already.
+                    compacted = lexical.merge(wait=False)
                 continue
             if quiet > IDLE_SECONDS and (vectors is None or vectors.idle()):
                 break

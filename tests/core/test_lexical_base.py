@@ -538,6 +538,16 @@ def test_a_background_publish_lets_the_caller_go_on_and_others_wait_for_it(
         assert done == [True] and writes == [70, 80]
         assert index.stats()["delta_docs"] == 0
         _same_as_fts5(mem)
+        # The fold into one base, in the background too (the helper, writes paused).
+        base = index.stats()["base_generation"]
+        assert index.stats()["l0_generation"] is not None
+        assert index.merge(wait=False)
+        _fill(mem, "d", 10, seed=63)  # written meanwhile: caught up, taken over
+        index._catch_up(merge=False)
+        _wait(lambda: index._merger is None)
+        stats = index.stats()
+        assert stats["base_generation"] != base and stats["l0_generation"] is None
+        _same_as_fts5(mem)
 
 
 @pytest.mark.usefixtures("small_merges")

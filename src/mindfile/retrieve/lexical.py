@@ -526,7 +526,7 @@ class Bm25Index:
             return
         self._start_merge()
 
-    def _start_merge(self) -> bool:
+    def _start_merge(self, *, full: bool = False) -> bool:
         """Publish in a background thread; False when a merge or a switch runs already,
         or the last merge failed less than ``RETRY_MAX_SECONDS`` ago."""
         failed = self._merge_failed_at
@@ -537,27 +537,40 @@ class Bm25Index:
                 return False
             self._want_merge = False
             self._merger = threading.Thread(
-                target=self._merge_in_background, name="mindfile-bm25-merge", daemon=True
+                target=self._merge_in_background,
+                args=(full,),
+                name="mindfile-bm25-merge",
+                daemon=True,
             )
             self._merger.start()
             return True
 
-    def _merge_in_background(self) -> None:
+    def _merge_in_background(self, full: bool = False) -> None:
         try:
-            self._merge(force=False)
+            if full:
+                self._merge(force=True, blocking=True, full=True)
+            else:
+                self._merge(force=False)
         except Exception:  # logged; searches stay exact on the base and deltas held
             self._merge_failed_at = time.monotonic()
             logger.exception("publishing the BM25 index in %s failed", self._folder)
         finally:
             self._merger = None
 
-    def merge(self) -> bool:
+    def merge(self, *, wait: bool = True) -> bool:
         """Publish this process's index as one new base now (waits for the build lock).
 
         Returns False when there is nothing to publish (in-memory store, read-only, not
         built). Normally automatic (and cheaper: small L0 generations, see
-        ``MERGE_MIN``, ``MERGE_FRACTION`` and ``L0_FRACTION``).
+        ``MERGE_MIN``, ``MERGE_FRACTION`` and ``L0_FRACTION``). Without ``wait`` it runs
+        in a background thread (True: it started), as the bulk ingest's helper folds
+        the L0 into the base when the writes pause: if they resume meanwhile, it goes
+        on tokenising them (a full merge at ~150k chunks took 7-14 s there).
         """
+        if not wait:
+            if self._folder is None or self._db.readonly:
+                return False
+            return self._start_merge(full=True)
         return self._merge(force=True, blocking=True, full=True)
 
     def _merge(
