@@ -458,6 +458,7 @@ def test_what_is_tokenised_during_a_merge_is_taken_over_not_tokenised_again(
         _fill(mem, "b", 20, seed=51)
         assert index.merge()
         _fill(mem, "c", 25, seed=52)  # in the delta the merge freezes
+        index._catch_up(merge=False)
         tokenised: list[str] = []
         real_tokens = index._tokens
 
@@ -653,3 +654,37 @@ def test_a_generation_removed_by_a_newer_publish_is_not_taken_for_damage(
             _wait(lambda: reader._state.l0 is not None)
             assert reader._state.manifest == lexical.LexManifest.load(folder / lexical.MANIFEST)
             _same_as_fts5(other)
+
+
+def test_a_merge_takes_over_a_live_delta_full_of_tombstones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """During an ingest the live delta gathers tombstones by itself (each new event
+    changes its predecessor's neighbour context: the chunk is re-added), past the share
+    that makes a state due for compaction. The generation published meanwhile must
+    still take it over: keeping the old state would publish its frozen delta again."""
+    path = tmp_path / "m.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        index = _index(mem)
+        _fill(mem, "a", 50, seed=90)
+        assert index.merge()
+        _fill(mem, "b", 30, seed=91)
+        index._catch_up(merge=False)
+        real_write = lexical.write_generation
+
+        def write_while_writing(*args: object, **kwargs: object) -> object:
+            manifest = real_write(*args, **kwargs)  # type: ignore[arg-type]
+            for i in range(1, 1201):  # each, caught up, re-adds its predecessor
+                mem.store("c", i, f"turn {i} " + WORDS[i % len(WORDS)])
+                index._catch_up(merge=False)
+            return manifest
+
+        monkeypatch.setattr(lexical, "write_generation", write_while_writing)
+        before = index._state
+        assert index.publish(quick=True)
+        state = index._state
+        assert before.delta.dead > 1024 and state.delta is before.delta
+        assert state is not before and not state.frozen
+        assert state.manifest is not None and state.manifest.max_id == 80
+        monkeypatch.setattr(lexical, "write_generation", real_write)
+        _same_as_fts5(mem)

@@ -685,8 +685,10 @@ class Bm25Index:
             fresh.max_rowid, fresh.changes_seen = held.max_rowid, held.changes_seen
             fresh.data_version, fresh.ready = held.data_version, held.ready
             held.removed_since = None
-            if not fresh.compact_soon():  # else no better than what we hold (as _adopt)
-                self._state = fresh
+            # Always better than ``held`` (the same delta, without the frozen ones), even
+            # when tombstones are due for compaction: the delta gathers them by itself
+            # during an ingest (each new event changes its predecessor's context).
+            self._state = fresh
         return True
 
     # -- catching up --------------------------------------------------------------------
