@@ -22,10 +22,14 @@ __all__ = ["merge_due", "open_generations", "write_generation"]
 def merge_due(state: State, least: int, fraction: float) -> bool:
     """Whether ``state`` holds enough beyond its published generations to publish: at
     least ``least`` changed documents and ``fraction`` of the L0's, or tombstones due
-    for compaction (the index's ``MERGE_MIN`` and ``MERGE_FRACTION``)."""
+    for compaction in a published generation (the index's ``MERGE_MIN`` and
+    ``MERGE_FRACTION``). The delta's own tombstones count among its documents: during
+    an ingest it gathers them by itself (each new event changes its predecessor's
+    context), and counting them again made a helper publish its L0 every ~2.5k chunks
+    whatever the L0's size."""
     l0_docs = len(state.l0.seg) if state.l0 is not None else 0
     held = state.delta.n_alive + state.delta.dead
-    return held >= max(least, int(fraction * l0_docs)) or state.compact_soon()
+    return held >= max(least, int(fraction * l0_docs)) or state.published_compact_soon()
 
 
 def open_generations(folder: Path, manifest: LexManifest, held: State) -> State:

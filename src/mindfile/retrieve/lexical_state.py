@@ -461,7 +461,11 @@ class State:
     def compact_soon(self) -> bool:
         """Whether tombstones outnumber a quarter of the documents of a part."""
         delta = self.delta.dead > max(1024, len(self.delta.alive) // 4)
-        return delta or any(p.dead > max(1024, len(p.seg) // 4) for p in self.published)
+        return delta or self.published_compact_soon()
+
+    def published_compact_soon(self) -> bool:
+        """:meth:`compact_soon` for the published generations only."""
+        return any(p.dead > max(1024, len(p.seg) // 4) for p in self.published)
 
     # -- scoring ------------------------------------------------------------------------
 
