@@ -649,6 +649,8 @@ class Bm25Index:
                     changes_seq=changes,
                 )
             except BaseException:
+                with self._lock:
+                    state.removed_since = None
                 self._publishing = False
                 raise
         self._merge_failed_at = None
@@ -658,6 +660,8 @@ class Bm25Index:
                 if fresh is not None and not self._carry(state, frozen, fresh):
                     self._adopt(fresh)
         finally:
+            with self._lock:
+                state.removed_since = None  # (when not carried: nothing reads it now)
             self._publishing = False
             self._manifest_sig = None
         return True
