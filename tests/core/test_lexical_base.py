@@ -106,6 +106,57 @@ def _index(mem: mindfile.Mindfile) -> Bm25Index:
     return mem.lexical
 
 
+def _with_base(mem: mindfile.Mindfile, chunks: int, seed: int) -> Bm25Index:
+    """``mem``'s index after ``chunks`` chunks of session "a" published as its base."""
+    _fill(mem, "a", chunks, seed=seed)
+    index = _index(mem)
+    assert index.merge()
+    return index
+
+
+def _concurrently(workers: list[Callable[[], None]], loops: list[Callable[[], None]]) -> None:
+    """Run ``workers`` to their end while each of ``loops`` is called over and over in
+    a thread of its own, at a switch interval of 1 us; no thread may raise."""
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def work(fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except BaseException as exc:
+            errors.append(exc)
+
+    def loop(fn: Callable[[], None]) -> None:
+        try:
+            while not stop.is_set():
+                fn()
+        except BaseException as exc:
+            errors.append(exc)
+
+    sys.setswitchinterval(1e-6)
+    try:
+        first = [threading.Thread(target=work, args=(fn,)) for fn in workers]
+        rest = [threading.Thread(target=loop, args=(fn,)) for fn in loops]
+        for t in first + rest:
+            t.start()
+        for t in first:
+            t.join()
+        stop.set()
+        for t in rest:
+            t.join()
+    finally:
+        sys.setswitchinterval(0.005)
+    assert not errors, errors
+
+
+def _searching(index: Bm25Index) -> Callable[[], None]:
+    def search() -> None:
+        for q in QUERIES:
+            index.search(q, 10)
+
+    return search
+
+
 @pytest.mark.usefixtures("small_merges")
 def test_a_second_process_maps_the_published_base_instead_of_tokenising(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
@@ -243,45 +294,22 @@ def test_a_base_of_another_store_or_from_the_future_is_never_used(tmp_path: Path
 
 @pytest.mark.usefixtures("small_merges")
 def test_threads_writing_searching_and_merging_stay_exact(tmp_path: Path) -> None:
-    sys.setswitchinterval(1e-6)
-    try:
-        with mindfile.open(tmp_path / "m.db", embedder="hash") as mem:
-            _fill(mem, "s0", 30, seed=12)
-            errors: list[BaseException] = []
-            stop = threading.Event()
+    with mindfile.open(tmp_path / "m.db", embedder="hash") as mem:
+        _fill(mem, "s0", 30, seed=12)
 
-            def write(i: int) -> None:
-                try:
-                    for round_ in range(6):
-                        _fill(mem, f"s{i}", 15, seed=100 * i + round_)
-                        if round_ == 3:
-                            mem.forget(f"s{i}")
-                except BaseException as exc:
-                    errors.append(exc)
+        def writer(i: int) -> Callable[[], None]:
+            def write() -> None:
+                for round_ in range(6):
+                    _fill(mem, f"s{i}", 15, seed=100 * i + round_)
+                    if round_ == 3:
+                        mem.forget(f"s{i}")
 
-            def search() -> None:
-                try:
-                    while not stop.is_set():
-                        for q in QUERIES:
-                            _index(mem).search(q, 10)
-                except BaseException as exc:
-                    errors.append(exc)
+            return write
 
-            writers = [threading.Thread(target=write, args=(i,)) for i in (1, 2)]
-            readers = [threading.Thread(target=search) for _ in range(3)]
-            for t in writers + readers:
-                t.start()
-            for t in writers:
-                t.join()
-            stop.set()
-            for t in readers:
-                t.join()
-            assert not errors, errors
-            _same_as_fts5(mem)
-            assert _index(mem).merge()
-            _same_as_fts5(mem)
-    finally:
-        sys.setswitchinterval(0.005)
+        _concurrently([writer(1), writer(2)], [_searching(_index(mem))] * 3)
+        _same_as_fts5(mem)
+        assert _index(mem).merge()
+        _same_as_fts5(mem)
 
 
 def test_no_base_for_a_store_in_memory_or_without_persistence(tmp_path: Path) -> None:
@@ -377,9 +405,7 @@ def test_an_l0_publish_keeps_the_base_mapped_with_its_bounds(tmp_path: Path) -> 
     writer and a reading process still answer as FTS5 does."""
     path = tmp_path / "m.db"
     with mindfile.open(path, embedder="hash") as mem:
-        _fill(mem, "a", 60, seed=40)
-        index = _index(mem)
-        assert index.merge()
+        index = _with_base(mem, 60, seed=40)
         _fill(mem, "b", 10, seed=41)
         with mindfile.open(path, read_only=True) as other:
             assert index.publish(quick=True)  # base + L0
@@ -558,70 +584,41 @@ def test_a_helper_publishing_in_the_background_while_threads_write_stays_exact(
     """The index helper's loop (catch up, start a background merge when due, never
     wait) beside writers that add and forget and searching threads: every state swapped
     in ranks as FTS5 does at the end, and so does a process that maps what it published."""
-    sys.setswitchinterval(1e-6)
-    try:
-        path = tmp_path / "m.db"
-        with mindfile.open(path, embedder="hash") as mem:
-            _fill(mem, "s0", 30, seed=70)
-            index = _index(mem)
-            assert index.merge()
-            errors: list[BaseException] = []
-            stop = threading.Event()
-            started: list[bool] = []
-            carried: list[bool] = []
-            real_carry = index._carry
+    path = tmp_path / "m.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        _fill(mem, "s0", 30, seed=70)
+        index = _index(mem)
+        assert index.merge()
+        started: list[bool] = []
+        carried: list[bool] = []
+        real_carry = index._carry
 
-            def carry(*args: Any) -> bool:
-                carried.append(real_carry(*args))
-                return carried[-1]
+        def carry(*args: Any) -> bool:
+            carried.append(real_carry(*args))
+            return carried[-1]
 
-            monkeypatch.setattr(index, "_carry", carry)
+        monkeypatch.setattr(index, "_carry", carry)
 
-            def write(i: int) -> None:
-                try:
-                    for round_ in range(24):
-                        _fill(mem, f"s{i}", 12, seed=200 * i + round_)
-                        if round_ % 8 == 5:
-                            mem.forget(f"s{i}")
-                        time.sleep(0.005)
-                except BaseException as exc:
-                    errors.append(exc)
+        def writer(i: int) -> Callable[[], None]:
+            def write() -> None:
+                for round_ in range(24):
+                    _fill(mem, f"s{i}", 12, seed=200 * i + round_)
+                    if round_ % 8 == 5:
+                        mem.forget(f"s{i}")
+                    time.sleep(0.005)
 
-            def helper() -> None:
-                try:
-                    while not stop.is_set():
-                        started.append(index.publish(when_due=True, wait=False))
-                except BaseException as exc:
-                    errors.append(exc)
+            return write
 
-            def search() -> None:
-                try:
-                    while not stop.is_set():
-                        for q in QUERIES:
-                            index.search(q, 10)
-                except BaseException as exc:
-                    errors.append(exc)
+        def helper() -> None:
+            started.append(index.publish(when_due=True, wait=False))
 
-            workers = [threading.Thread(target=write, args=(i,)) for i in (1, 2, 3)]
-            others = [threading.Thread(target=helper)] + [
-                threading.Thread(target=search) for _ in range(2)
-            ]
-            for t in workers + others:
-                t.start()
-            for t in workers:
-                t.join()
-            stop.set()
-            for t in others:
-                t.join()
-            assert not errors, errors
-            assert any(started) and any(carried), (started.count(True), carried)
-            assert index.publish(quick=True)  # waits for a merge still running
-            _same_as_fts5(mem)
-            with mindfile.open(path, read_only=True) as other:
-                other.search("dog", mode="fts")
-                _same_as_fts5(other)
-    finally:
-        sys.setswitchinterval(0.005)
+        _concurrently([writer(1), writer(2), writer(3)], [helper] + [_searching(index)] * 2)
+        assert any(started) and any(carried), (started.count(True), carried)
+        assert index.publish(quick=True)  # waits for a merge still running
+        _same_as_fts5(mem)
+        with mindfile.open(path, read_only=True) as other:
+            other.search("dog", mode="fts")
+            _same_as_fts5(other)
 
 
 @pytest.mark.usefixtures("small_merges")
@@ -634,9 +631,7 @@ def test_a_generation_removed_by_a_newer_publish_is_not_taken_for_damage(
     manifest, though it names the same base."""
     path = tmp_path / "m.db"
     with mindfile.open(path, embedder="hash") as mem:
-        _fill(mem, "a", 60, seed=80)
-        index = _index(mem)
-        assert index.merge()
+        index = _with_base(mem, 60, seed=80)
         _fill(mem, "b", 10, seed=81)
         assert index.publish(quick=True)
         folder = tmp_path / "m.db.index" / "bm25"
