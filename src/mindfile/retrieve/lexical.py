@@ -702,7 +702,9 @@ class Bm25Index:
     # *apply* it. Nothing holding ``_lock`` touches the database, and a thread that
     # already holds the database's lock (inside a transaction) never waits for
     # ``_sync``: it serves the index as it is. A merge takes the folder's build lock
-    # (a file lock) before ``_sync``, never the other way round.
+    # (a file lock) before ``_sync``, never the other way round. A merge in the
+    # foreground first joins a background one (``_merger``) holding none of these, and
+    # never from inside a transaction (``held_by_me``): the joined thread may need them.
 
     def _catch_up(self, *, merge: bool = True) -> None:
         if self._db.held_by_me():
