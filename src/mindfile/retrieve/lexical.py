@@ -649,9 +649,7 @@ class Bm25Index:
                     changes_seq=changes,
                 )
             except BaseException:
-                with self._lock:
-                    state.removed_since = None
-                self._publishing = False
+                self._end_publishing(state)
                 raise
         self._merge_failed_at = None
         try:
@@ -660,11 +658,16 @@ class Bm25Index:
                 if fresh is not None and not self._carry(state, frozen, fresh):
                     self._adopt(fresh)
         finally:
-            with self._lock:
-                state.removed_since = None  # (when not carried: nothing reads it now)
-            self._publishing = False
+            self._end_publishing(state)
             self._manifest_sig = None
         return True
+
+    def _end_publishing(self, state: State) -> None:
+        """After a merge of ``state``'s frozen deltas, switched to or failed: nothing
+        reads its removals any more, and this process polls the manifest again."""
+        with self._lock:
+            state.removed_since = None
+        self._publishing = False
 
     def _carry(self, held: State, frozen: list[Delta], fresh: State) -> bool:
         """Switch to ``fresh``, the generation just published from ``held``'s ``frozen``
@@ -679,8 +682,7 @@ class Bm25Index:
                 self._closing
                 or self._state is not held
                 or removed is None
-                or len(held.frozen) != len(frozen)
-                or any(a is not b for a, b in zip(held.frozen, frozen, strict=True))
+                or held.frozen != frozen  # (deltas compare by identity)
             ):
                 return False
             for rowid in removed:
@@ -688,7 +690,6 @@ class Bm25Index:
             fresh.delta = held.delta
             fresh.max_rowid, fresh.changes_seen = held.max_rowid, held.changes_seen
             fresh.data_version, fresh.ready = held.data_version, held.ready
-            held.removed_since = None
             # Always better than ``held`` (the same delta, without the frozen ones), even
             # when tombstones are due for compaction: the delta gathers them by itself
             # during an ingest (each new event changes its predecessor's context).
