@@ -683,3 +683,33 @@ def test_a_merge_takes_over_a_live_delta_full_of_tombstones(
         assert state.manifest is not None and state.manifest.max_id == 80
         monkeypatch.setattr(lexical, "write_generation", real_write)
         _same_as_fts5(mem)
+
+
+@pytest.mark.usefixtures("small_merges")
+def test_a_merge_waits_for_a_background_merge_that_is_still_starting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A foreground merge joins the background one: it must not see that thread between
+    its creation and its start (``join`` raises then; found by the thread stress test)."""
+    with mindfile.open(tmp_path / "m.db", embedder="hash") as mem:
+        index = _with_base(mem, 40, seed=100)
+        _fill(mem, "b", 30, seed=101)
+        index._catch_up(merge=False)
+        starting = threading.Event()
+
+        class SlowStart(threading.Thread):
+            def start(self) -> None:
+                starting.set()
+                time.sleep(0.3)
+                super().start()
+
+        plain = threading.Thread
+        with monkeypatch.context() as patched:
+            patched.setattr(threading, "Thread", SlowStart)  # the merge thread's class
+            background = plain(target=index._start_merge)
+            background.start()
+            assert starting.wait(5)
+        assert index.publish(quick=True) or index.stats()["delta_docs"] == 0
+        background.join()
+        _wait(lambda: index._merger is None)
+        _same_as_fts5(mem)

@@ -372,7 +372,9 @@ class Bm25Index:
 
     def close(self) -> None:
         self._closing = True
-        for thread in (self._builder, self._merger):
+        with self._lock:  # (both are set and started under it)
+            threads = (self._builder, self._merger)
+        for thread in threads:
             if thread is not None and thread is not threading.current_thread():
                 thread.join()
         with self._lock:
@@ -587,7 +589,8 @@ class Bm25Index:
         folder = self._folder
         if folder is None or self._db.readonly or self._db.held_by_me():
             return False
-        running = self._merger
+        with self._lock:  # (a merger is set and started under it: never seen unstarted)
+            running = self._merger
         if running is not None and running is not threading.current_thread():
             # A background merge or switch: let it finish (and switch this process to
             # what it published) rather than publish its frozen deltas a second time.
