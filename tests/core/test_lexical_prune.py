@@ -1,4 +1,4 @@
-"""Block-max pruning of the BM25 leg over a published generation (``_top_pruned``): it
+"""Block-max pruning of the BM25 leg over a published generation (``top_pruned``): it
 must answer exactly what the exhaustive scan answers (same chunks, same float scores,
 same tie order) with tombstones and filters, and it must actually skip work."""
 
@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mindfile.retrieve import lexical_published as lp
 from mindfile.retrieve import lexical_state as ls
 from mindfile.retrieve.lexical_disk import Flat, Segment, merge
 from mindfile.vector.base import VectorFilter
@@ -40,7 +41,7 @@ def _generation(
         session=[f"s{i % 4}" for i in range(n_docs)],
         alive=np.ones(n_docs, dtype=bool),
     )
-    extra = ls.published_bounds if stored else None
+    extra = lp.published_bounds if stored else None
     gen, n, p, total = merge(folder, None, None, flat, extra=extra)
     return Segment(folder, gen, n, p, total), terms
 
@@ -76,11 +77,11 @@ def test_pruned_top_k_is_exactly_the_exhaustive_one(
 ) -> None:
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ls, "WINDOW_SHIFT", shift)
-        mp.setattr(ls, "_CACHE_FROM", cache_from)
-        mp.setattr(ls, "_FIRST_WINDOWS", first)  # small: many batches, windows skipped
+        mp.setattr(lp, "WINDOW_SHIFT", shift)
+        mp.setattr(lp, "_CACHE_FROM", cache_from)
+        mp.setattr(lp, "_FIRST_WINDOWS", first)  # small: many batches, windows skipped
         if store_from is not None:  # bounds written at publish time, for these terms
-            mp.setattr(ls, "_STORE_FROM", store_from)
+            mp.setattr(lp, "_STORE_FROM", store_from)
         seg, terms = _generation(Path(tmp), rng, n_docs, df, tfs, stored=store_from is not None)
         most = max(min(d, n_docs) for d in df)
         assert (seg.bounds is not None) == (store_from is not None and most >= store_from)
@@ -104,8 +105,8 @@ def test_pruned_top_k_is_exactly_the_exhaustive_one(
         # (no live document: State.score answers [] before scoring, never with avgdl 0)
         avgdl = pub.total / pub.n_alive if pub.n_alive else 1.0
         for factor in (1.0, 0.5, 3.0, 1.0, 1.04):
-            exhaustive = state._published_top(pub, wanted, avgdl * factor, where, k, prune=False)
-            pruned = state._published_top(pub, wanted, avgdl * factor, where, k, prune=True)
+            exhaustive = lp.published_top(pub, wanted, avgdl * factor, where, k, prune=False)
+            pruned = lp.published_top(pub, wanted, avgdl * factor, where, k, prune=True)
             assert pruned == exhaustive
 
 
@@ -117,25 +118,25 @@ def test_score_prunes_a_large_query_and_answers_like_the_exhaustive_scan(
     rng = np.random.default_rng(7)
     seg, terms = _generation(tmp_path, rng, 20_000, [20_000, 30, 5_000], [1.0, 2.0])
     state = ls.State(None, [seg])
-    monkeypatch.setattr(ls, "PRUNE_FROM", 10**12)
+    monkeypatch.setattr(lp, "PRUNE_FROM", 10**12)
     exhaustive = [state.score(terms, k, None) for k in (1, 10, 150)]
-    monkeypatch.setattr(ls, "PRUNE_FROM", 1_000)
-    monkeypatch.setattr(ls, "STATS", [])
+    monkeypatch.setattr(lp, "PRUNE_FROM", 1_000)
+    monkeypatch.setattr(lp, "STATS", [])
     pruned = [state.score(terms, k, None) for k in (1, 10, 150)]
     assert pruned == exhaustive
-    assert ls.STATS is not None and len(ls.STATS) == 3  # the pruned path answered each
-    for windows, _batches, scored, _found in ls.STATS:
+    assert lp.STATS is not None and len(lp.STATS) == 3  # the pruned path answered each
+    for windows, _batches, scored, _found in lp.STATS:
         assert scored < windows // 2
 
 
 @pytest.mark.parametrize("shift", [0, 4, 12])
 def test_packed_window_offsets_read_back(shift: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ls, "WINDOW_SHIFT", shift)
+    monkeypatch.setattr(lp, "WINDOW_SHIFT", shift)
     rng = np.random.default_rng(shift)
     n_win = 5_000
     off = np.zeros(n_win + 1, dtype=np.int64)
     np.cumsum(rng.integers(0, (1 << shift) + 1, size=n_win), out=off[1:])
-    packed = ls._Offsets.pack(off)
+    packed = lp.Offsets.pack(off)
     assert np.array_equal(packed[np.arange(n_win + 1, dtype=np.int64)], off)
     assert packed.low.dtype == np.uint16
 
@@ -143,7 +144,7 @@ def test_packed_window_offsets_read_back(shift: int, monkeypatch: pytest.MonkeyP
 def test_stored_bounds_are_the_per_process_ones_and_are_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ls, "_STORE_FROM", 1_000)
+    monkeypatch.setattr(lp, "_STORE_FROM", 1_000)
     rng = np.random.default_rng(3)
     seg, terms = _generation(tmp_path, rng, 5_000, [4_000, 30, 1_500], [1.0, 2.0], stored=True)
     stored = seg.bounds
@@ -159,7 +160,7 @@ def test_stored_bounds_are_the_per_process_ones_and_are_used(
         assert row is not None and np.shares_memory(top, stored.top)
         # the same bytes the per-process path computes for that average length
         s, e = int(seg.post_off[ti]), int(seg.post_off[ti + 1])
-        want_top, want_off = ls._term_bounds(
+        want_top, want_off = lp.term_bounds(
             seg.post_doc[s:e], seg.post_tf[s:e], seg.doc_len, stored.cap
         )
         assert np.array_equal(top, want_top)
@@ -175,13 +176,13 @@ def test_stored_bounds_are_the_per_process_ones_and_are_used(
 def test_damaged_or_foreign_stored_bounds_are_ignored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ls, "_STORE_FROM", 100)
+    monkeypatch.setattr(lp, "_STORE_FROM", 100)
     rng = np.random.default_rng(5)
     seg, _terms = _generation(tmp_path, rng, 2_000, [1_000, 500], [1.0, 3.0], stored=True)
     where = tmp_path / seg.generation
     assert seg.bounds is not None
     # bounds of another window size: ignored by a process using this one
-    monkeypatch.setattr(ls, "WINDOW_SHIFT", 3)
+    monkeypatch.setattr(lp, "WINDOW_SHIFT", 3)
     pub = ls.State(
         None, [Segment(tmp_path, seg.generation, *seg.expected, seg.total_len)]
     ).published[0]
@@ -237,7 +238,7 @@ def test_removing_many_rowids_at_once_is_removing_them_one_by_one(
     rng = np.random.default_rng(seed)
     with tempfile.TemporaryDirectory() as tmp:
         seg, _terms = _generation(Path(tmp), rng, 200, [150, 20], [1.0, 2.0])
-        one, many = ls._Published(seg), ls._Published(seg)
+        one, many = lp.Published(seg), lp.Published(seg)
         for pub in (one, many):
             for at in before:
                 pub.kill(at)

@@ -7,7 +7,7 @@ row, so an OR query whose words are common scans tens of thousands of rows: 25-8
 (``bincount`` over the query terms' postings), typically well under a millisecond.
 When a query's words match many postings of a published generation (200k and more:
 common words at 1M chunks), it skips the windows of 16 chunks that cannot reach the
-top k (block-max pruning, :func:`mindfile.retrieve.lexical_state._top_pruned`), with
+top k (block-max pruning, :func:`mindfile.retrieve.lexical_published.top_pruned`), with
 exactly the exhaustive answer.
 
 It reproduces FTS5's ``bm25(chunks_fts, w_text, w_before, w_after)`` exactly: the same

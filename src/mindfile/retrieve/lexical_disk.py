@@ -22,7 +22,7 @@ Arrays (``T`` terms, ``D`` documents, ``P`` postings):
 * ``dead`` (int64, only in an L0 generation): base chunks it replaces or deletes;
 * optional, with ``bounds.json`` (``cap``, ``window_shift``): block-max window bounds of
   the common terms, computed once at publish time so no process computes them per query
-  (:func:`mindfile.retrieve.lexical_state.published_bounds`): ``bound_terms`` (B, int64,
+  (:func:`mindfile.retrieve.lexical_published.published_bounds`): ``bound_terms`` (B, int64,
   ascending term numbers), ``bound_top`` (B x windows, uint8), ``bound_high`` and
   ``bound_low`` (each term's packed window offsets). A generation without them, or with
   bounds of another window size, is read as before (bounds computed per process).

@@ -13,7 +13,8 @@ import numpy as np
 import numpy.typing as npt
 
 from mindfile.retrieve.lexical_disk import Flat, LexManifest, Segment, collect, merge
-from mindfile.retrieve.lexical_state import State, published_bounds
+from mindfile.retrieve.lexical_published import published_bounds
+from mindfile.retrieve.lexical_state import State
 from mindfile.vector.ann_disk import MANIFEST
 
 __all__ = ["merge_due", "open_generations", "write_generation"]
