@@ -19,8 +19,8 @@ from mindfile.vector.base import VectorFilter
 
 __all__ = ["PRUNE_FROM", "WINDOW_SHIFT", "Published", "published_bounds", "published_top"]
 
-#: Block-max pruning of a published generation (:meth:`~mindfile.retrieve.lexical_state.State.score`): its
-#: windows of ``2**WINDOW_SHIFT``, each with an upper bound of every query term's
+#: Block-max pruning of a published generation (:func:`published_top`): its documents
+#: in windows of ``2**WINDOW_SHIFT``, each with an upper bound of every query term's
 #: contribution there. Windows must be small for the bounds to be tight: a sum of
 #: per-term maxima over a window only approaches a real document's score when the window
 #: holds few documents (at 1M chunks, windows of 32 documents leave ~14% of the postings
