@@ -20,6 +20,7 @@ import mindfile
 from mindfile.retrieve import lexical
 from mindfile.retrieve.fts import fts_search
 from mindfile.retrieve.lexical import Bm25Index
+from mindfile.retrieve.lexical_state import Frozen
 from mindfile.vector.base import VectorFilter
 
 WORDS = [
@@ -486,13 +487,13 @@ def test_what_is_tokenised_during_a_merge_is_taken_over_not_tokenised_again(
         _fill(mem, "c", 25, seed=52)  # in the delta the merge freezes
         index._catch_up(merge=False)
         tokenised: list[str] = []
-        real_tokens = index._tokens
+        real_tokens = index._analyzer.tokens
 
         def counting(text: str) -> list[str]:
             tokenised.append(text)
             return real_tokens(text)
 
-        monkeypatch.setattr(index, "_tokens", counting)
+        monkeypatch.setattr(index._analyzer, "tokens", counting)
         real_write = lexical.write_generation
         during: list[int] = []
 
@@ -544,7 +545,9 @@ def test_a_background_publish_lets_the_caller_go_on_and_others_wait_for_it(
         writes: list[int] = []
 
         def slow_write(*args: object, **kwargs: object) -> object:
-            writes.append(int(kwargs["max_id"]))  # type: ignore[call-overload]
+            frozen = args[1]
+            assert isinstance(frozen, Frozen)
+            writes.append(frozen.max_id)
             if len(writes) == 1:
                 assert release.wait(20)
             return real_write(*args, **kwargs)  # type: ignore[arg-type]

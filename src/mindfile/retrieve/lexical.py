@@ -43,24 +43,17 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
-from typing import cast
 
-import apsw
-import numpy as np
-
-from mindfile.retrieve.fts import COLUMN_WEIGHTS, content_words, query_words
+from mindfile.retrieve.fts import COLUMN_WEIGHTS
+from mindfile.retrieve.lexical_batch import Analyzer
+from mindfile.retrieve.lexical_changes import Changes, read_changes
 from mindfile.retrieve.lexical_disk import LexManifest, collect
 from mindfile.retrieve.lexical_publish import merge_due, open_generations, write_generation
-from mindfile.retrieve.lexical_state import (
-    Delta,
-    State,
-    analyse_batch,
-)
+from mindfile.retrieve.lexical_state import Delta, State
 from mindfile.storage.backend import AnyDatabase
 from mindfile.storage.db import Database
-from mindfile.storage.index_source import ChunkText, index_source
+from mindfile.storage.index_source import index_source
 from mindfile.vector.ann_disk import BUILD_LOCK, MANIFEST, file_lock, index_root, store_id
 from mindfile.vector.base import VectorFilter
 
@@ -109,11 +102,9 @@ class Bm25Index:
     ) -> None:
         self._db = db
         self._source = index_source(db)
-        self._weights = weights
-        self._lock = threading.Lock()
         tokenizer = db.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
-        self._tokenize = tokenizer
-        self._stem = lru_cache(maxsize=65536)(self._stem_uncached)
+        self._analyzer = Analyzer(tokenizer, weights)
+        self._lock = threading.Lock()
         self._sync = threading.Lock()  # one catch-up at a time (see "catching up")
         self._builder: threading.Thread | None = None
         self._merger: threading.Thread | None = None
@@ -124,7 +115,6 @@ class Bm25Index:
         self._merge_failed_at: float | None = None
         self._dirty = True
         self._state = State(None)
-        self._analyzer = f"fts5 porter unicode61 remove_diacritics 2; weights {list(weights)}"
         self._folder: Path | None = None
         self._store = ""
         self._manifest_sig: tuple[int, int, int] | None = None
@@ -137,35 +127,16 @@ class Bm25Index:
             if not temporary and store is not None:
                 self._folder, self._store = root / FOLDER, store
 
-    # -- tokenizing ---------------------------------------------------------------------
-
-    def _tokens(self, text: str) -> list[str]:
-        if not text:
-            return []
-        out = self._tokenize(
-            text.encode("utf-8", "replace"),
-            apsw.FTS5_TOKENIZE_DOCUMENT,
-            None,
-            include_offsets=False,
-            include_colocated=False,
-        )
-        # Without colocated tokens apsw returns plain strings.
-        return cast("list[str]", out)
-
-    def _stem_uncached(self, word: str) -> str | None:
-        toks = self._tokens(word)
-        return toks[0] if toks else None
+    # -- terms --------------------------------------------------------------------------
 
     def query_terms(self, text: str) -> list[str]:
         """The stemmed, de-duplicated, stop-word-free terms of a query (as FTS5 sees them)."""
-        stems = (self._stem(word) for word in query_words(text))
-        return list(dict.fromkeys(s for s in stems if s))
+        return self._analyzer.query_terms(text)
 
     def content_terms(self, text: str) -> list[str]:
         """:meth:`query_terms` of a whole text, however many words it has (a query's
         are capped at ``MAX_QUERY_TERMS``)."""
-        stems = (self._stem(word) for word in content_words(text))
-        return list(dict.fromkeys(s for s in stems if s))
+        return self._analyzer.content_terms(text)
 
     # -- state --------------------------------------------------------------------------
 
@@ -387,7 +358,7 @@ class Bm25Index:
         store file restored from a backup, or replaced, makes its base stale)."""
         if manifest is None or (manifest.store, manifest.analyzer) != (
             self._store,
-            self._analyzer,
+            self._analyzer.name,
         ):
             return False
         with self._db.lock, self._db.snapshot():
@@ -491,14 +462,14 @@ class Bm25Index:
             read = self._read_changes(fresh)
             if read is None:
                 break
-            if self._apply(fresh, *read):
+            if self._apply(fresh, read):
                 rounds += 1
         with self._sync:
             if self._closing:
                 return
             while True:
                 read = self._read_changes(fresh)
-                if read is None or self._apply(fresh, *read):
+                if read is None or self._apply(fresh, read):
                     break
             if fresh.compact_soon() or not fresh.ready:
                 return  # no better than what we hold; the next merge fixes it
@@ -619,37 +590,15 @@ class Bm25Index:
                 # Freeze the delta: new chunks go to a new one, so the frozen postings
                 # can be read below without any lock while searches and catch-ups go on.
                 with self._lock:
-                    frozen = state.freeze()
-                    alive = [np.frombuffer(d.alive, dtype=np.int8).astype(bool) for d in frozen]
-                    base, l0 = state.base, state.l0
-                    base_alive = base.alive.copy() if base is not None else None
-                    l0_alive = l0.alive.copy() if l0 is not None else None
-                    recent = sum(d.n_alive for d in frozen) + (l0.n_alive if l0 else 0)
-                    full = (
-                        full
-                        or base is None
-                        or state.manifest is None
-                        or (not prefer_l0 and recent >= L0_FRACTION * base.n_alive)
-                        or base.dead > max(1024, len(base.seg) // 4)
-                    )
-                    max_id, changes = state.max_rowid, state.changes_seen
-                    old = state.manifest
-            flats = [d.flat(a) for d, a in zip(frozen, alive, strict=True)]
+                    frozen = state.freeze(l0_fraction=L0_FRACTION, prefer_l0=prefer_l0)
             self._publishing = True
             try:
                 manifest = write_generation(
                     folder,
-                    flats,
-                    base=base.seg if base else None,
-                    base_alive=base_alive,
-                    l0=l0.seg if l0 else None,
-                    l0_alive=l0_alive,
-                    full=full,
-                    old=old,
+                    frozen,
+                    full=full or frozen.full_due,
                     store=self._store,
-                    analyzer=self._analyzer,
-                    max_id=max_id,
-                    changes_seq=changes,
+                    analyzer=self._analyzer.name,
                 )
             except BaseException:
                 self._end_publishing(state)
@@ -658,7 +607,7 @@ class Bm25Index:
         try:
             if not self._closing:
                 fresh = self._open(manifest)
-                if fresh is not None and not self._carry(state, frozen, fresh):
+                if fresh is not None and not self._carry(state, frozen.deltas, fresh):
                     self._adopt(fresh)
         finally:
             self._end_publishing(state)
@@ -690,9 +639,7 @@ class Bm25Index:
                 return False
             for rowid in removed:
                 fresh.remove(rowid)  # its delta is still empty: the published parts
-            fresh.delta = held.delta
-            fresh.max_rowid, fresh.changes_seen = held.max_rowid, held.changes_seen
-            fresh.data_version, fresh.ready = held.data_version, held.ready
+            fresh.take_over(held)
             # Always better than ``held`` (the same delta, without the frozen ones), even
             # when tombstones are due for compaction: the delta gathers them by itself
             # during an ingest (each new event changes its predecessor's context).
@@ -725,79 +672,34 @@ class Bm25Index:
             read = self._read_changes(state)
             if read is None:
                 return
-            if self._apply(state, *read):
+            if self._apply(state, read):
                 return
 
-    def _read_changes(
-        self, state: State
-    ) -> tuple[tuple[int, int], int, list[tuple[int, str]], list[ChunkText], bool] | None:
-        """``(token, newest_seq, logged, rows, more)`` to apply to ``state``, or None when
-        it is up to date. New chunks are read ``READ_PAGE`` at a time (``more``: a full
-        page, read again after applying it), so a build after a bulk ingest holds the
-        database lock for one page at a time, not for the whole backlog."""
-        with self._db.lock:
-            if self._db.in_write_transaction:
-                return None
-            version = self._db.change_token()
-            current = state is self._state
-            if version == state.data_version and not (current and self._dirty):
-                return None
-            with self._db.snapshot():
-                fresh = state.max_rowid == 0 and state.base is None
-                seen = None if fresh else state.changes_seen
-                newest, logged = self._source.text_changes_since(seen)
-                if logged is None:  # the log was pruned past what we saw: reload everything
-                    with self._lock:
-                        state.reset()
-                    logged = []
-                reread = sorted(
-                    {int(r) for r, op in logged if op == "u" and int(r) <= state.max_rowid}
-                )
-                rows = self._source.chunks_after(state.max_rowid, READ_PAGE)
-                more = len(rows) == READ_PAGE
-                if reread:
-                    rows += self._source.chunks_by_ids(reread)
-        return version, newest, logged, rows, more
+    def _read_changes(self, state: State) -> Changes | None:
+        """What to apply to ``state`` (:func:`read_changes`), or None when up to date."""
+        return read_changes(
+            self._db,
+            self._source,
+            state,
+            dirty=lambda: state is self._state and self._dirty,
+            lock=self._lock,
+            page=READ_PAGE,
+        )
 
-    def _apply(
-        self,
-        state: State,
-        version: tuple[int, int],
-        newest: int,
-        logged: list[tuple[int, str]],
-        rows: list[ChunkText],
-        more: bool,
-    ) -> bool:
+    def _apply(self, state: State, read: Changes) -> bool:
         """Apply a read to ``state``; False when there is more to read (the rest of a
         backlog, or everything again after a compaction)."""
+        version, newest, logged, rows, more = read
         background = threading.current_thread() in (self._builder, self._merger)
         with self._lock:
             for rowid, _op in logged:
                 state.remove(int(rowid))
         # Tokenise a batch outside the index lock (searches go on), apply it under it.
+        pause = self._pause if background else None
         for start in range(0, len(rows), APPLY_BATCH):
-            part = rows[start : start + APPLY_BATCH]
-            columns: list[list[list[str]]] = []
-            # The chunks of one event share their neighbour context: tokenise it once.
-            seen: dict[str, list[str]] = {}
-            for i, (_rowid, _session, *texts) in enumerate(part):
-                if i % 16 == 0 and background:
-                    # Hand the GIL over often: a searching thread re-takes it after every
-                    # SQLite step and would otherwise wait a whole switch interval each time.
-                    time.sleep(0)
-                    if self._closing:
-                        return True
-                own, *context = texts
-                doc = [self._tokens(own)]
-                for text in context:
-                    toks = seen.get(text)
-                    if toks is None:
-                        toks = seen[text] = self._tokens(text)
-                    doc.append(toks)
-                columns.append(doc)
-            batch = analyse_batch(
-                [int(r[0]) for r in part], [str(r[1]) for r in part], columns, self._weights
-            )
+            batch = self._analyzer.analyse(rows[start : start + APPLY_BATCH], pause)
+            if batch is None:
+                return True  # closing
             with self._lock:
                 state.add_batch(batch)
         with self._lock:
@@ -812,6 +714,13 @@ class Bm25Index:
                 self._dirty = False
             state.ready = True
             return True
+
+    def _pause(self) -> bool:
+        """Between chunks a background catch-up tokenises: hand the GIL over (a searching
+        thread re-takes it after every SQLite step and would otherwise wait a whole
+        switch interval each time); True when the index closes."""
+        time.sleep(0)
+        return self._closing
 
     # -- searching ----------------------------------------------------------------------
 
@@ -848,7 +757,7 @@ class Bm25Index:
     def common_words(self, words: Sequence[str], share: float) -> set[str]:
         """The query ``words`` (unstemmed, as FTS5 takes them) that more than ``share``
         of the documents this index holds contain."""
-        stems = [self._stem(w) or "" for w in words]
+        stems = [self._analyzer.stem(w) or "" for w in words]
         with self._lock:
             docs = self._state.docs
             counts = self._state.postings(stems)

@@ -1,16 +1,22 @@
 """Documents analysed for the BM25 index (:mod:`mindfile.retrieve.lexical`) in batches:
-their tokens per column in, their postings out as flat arrays a
-:class:`~mindfile.retrieve.lexical_state.Delta` appends in place."""
+their text in, tokenised as FTS5 tokenises it (:class:`Analyzer`), their postings out
+as flat arrays a :class:`~mindfile.retrieve.lexical_state.Delta` appends in place."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, cast
 
+import apsw
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Batch", "analyse_batch"]
+from mindfile.retrieve.fts import content_words, query_words
+from mindfile.storage.index_source import ChunkText
+
+__all__ = ["Analyzer", "Batch", "analyse_batch"]
 
 
 class _Ids(dict[str, int]):
@@ -78,3 +84,68 @@ def analyse_batch(
         pair_tf=tf.astype(np.float32),
         lengths=per_col.sum(axis=1).astype(np.float32),
     )
+
+
+class Analyzer:
+    """FTS5's ``porter unicode61 remove_diacritics 2`` tokenizer (``tokenize``, the
+    database's own, called through apsw) with the index's column weights: the terms of
+    queries, and chunks analysed into a :class:`Batch`."""
+
+    def __init__(self, tokenize: Callable[..., Any], weights: tuple[float, float, float]) -> None:
+        self._tokenize = tokenize
+        self.weights = weights
+        #: Stored in a published generation's manifest: one analysed otherwise is stale.
+        self.name = f"fts5 porter unicode61 remove_diacritics 2; weights {list(weights)}"
+        self.stem = lru_cache(maxsize=65536)(self._stem_uncached)
+
+    def tokens(self, text: str) -> list[str]:
+        if not text:
+            return []
+        out = self._tokenize(
+            text.encode("utf-8", "replace"),
+            apsw.FTS5_TOKENIZE_DOCUMENT,
+            None,
+            include_offsets=False,
+            include_colocated=False,
+        )
+        # Without colocated tokens apsw returns plain strings.
+        return cast("list[str]", out)
+
+    def _stem_uncached(self, word: str) -> str | None:
+        toks = self.tokens(word)
+        return toks[0] if toks else None
+
+    def query_terms(self, text: str) -> list[str]:
+        """The stemmed, de-duplicated, stop-word-free terms of a query (as FTS5 sees them)."""
+        stems = (self.stem(word) for word in query_words(text))
+        return list(dict.fromkeys(s for s in stems if s))
+
+    def content_terms(self, text: str) -> list[str]:
+        """:meth:`query_terms` of a whole text, however many words it has (a query's
+        are capped at ``MAX_QUERY_TERMS``)."""
+        stems = (self.stem(word) for word in content_words(text))
+        return list(dict.fromkeys(s for s in stems if s))
+
+    def analyse(
+        self, rows: Sequence[ChunkText], pause: Callable[[], bool] | None = None
+    ) -> Batch | None:
+        """``rows`` (chunk id, session, text, context before, context after) as a
+        :class:`Batch`. ``pause`` is called every 16 chunks (a background catch-up hands
+        the GIL over there); when it answers True, the analysis stops: None."""
+        columns: list[list[list[str]]] = []
+        # The chunks of one event share their neighbour context: tokenise it once.
+        seen: dict[str, list[str]] = {}
+        for i, (_rowid, _session, *texts) in enumerate(rows):
+            if pause is not None and i % 16 == 0 and pause():
+                return None
+            own, *context = texts
+            doc = [self.tokens(own)]
+            for text in context:
+                toks = seen.get(text)
+                if toks is None:
+                    toks = seen[text] = self.tokens(text)
+                doc.append(toks)
+            columns.append(doc)
+        return analyse_batch(
+            [int(r[0]) for r in rows], [str(r[1]) for r in rows], columns, self.weights
+        )

@@ -10,11 +10,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 
 from mindfile.retrieve.lexical_disk import Flat, LexManifest, Segment, collect, merge
 from mindfile.retrieve.lexical_published import published_bounds
-from mindfile.retrieve.lexical_state import State
+from mindfile.retrieve.lexical_state import Frozen, State
 from mindfile.vector.ann_disk import MANIFEST
 
 __all__ = ["merge_due", "open_generations", "write_generation"]
@@ -72,26 +71,17 @@ def combine(flats: list[Flat]) -> Flat:
 
 
 def write_generation(
-    folder: Path,
-    flats: list[Flat],
-    *,
-    base: Segment | None,
-    base_alive: npt.NDArray[np.bool_] | None,
-    l0: Segment | None,
-    l0_alive: npt.NDArray[np.bool_] | None,
-    full: bool,
-    old: LexManifest | None,
-    store: str,
-    analyzer: str,
-    max_id: int,
-    changes_seq: int,
+    folder: Path, frozen: Frozen, *, full: bool, store: str, analyzer: str
 ) -> LexManifest:
-    """Publish ``flats`` (the frozen deltas' postings, their dead documents left out)
-    with the published generations (``base``, ``l0``, their documents alive here): as a
-    new base holding everything when ``full``, else as a new L0 generation that also
-    tombstones the base's dead documents. Saves the manifest (the switch other processes
-    see) and removes the generations it no longer names; returns it."""
+    """Publish the ``frozen`` deltas with the published generations (their documents
+    alive in this process): as a new base holding everything when ``full``, else as a
+    new L0 generation that also tombstones the base's dead documents. Saves the
+    manifest (the switch other processes see) and removes the generations it no longer
+    names; returns it."""
     built = datetime.now(UTC).isoformat(timespec="seconds")
+    flats = frozen.flats()
+    base, base_alive, l0, l0_alive = frozen.base, frozen.base_alive, frozen.l0, frozen.l0_alive
+    old, max_id, changes_seq = frozen.manifest, frozen.max_id, frozen.changes_seq
     if full:
         if l0 is not None:
             assert l0_alive is not None

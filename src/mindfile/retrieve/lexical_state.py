@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -17,7 +18,7 @@ from mindfile.retrieve.lexical_published import Published, published_top
 from mindfile.retrieve.lexical_score import IDF_FLOOR, Mask, contribution, doc_mask, top_k
 from mindfile.vector.base import VectorFilter
 
-__all__ = ["Batch", "Delta", "State", "analyse_batch"]
+__all__ = ["Batch", "Delta", "Frozen", "State", "analyse_batch"]
 
 
 class Delta:
@@ -138,6 +139,28 @@ class Delta:
         )
 
 
+@dataclass(frozen=True)
+class Frozen:
+    """What a merge publishes (:meth:`State.freeze`), taken under the index lock: the
+    frozen deltas and the published generations, each with its alive flags then, and
+    what the new generation covers. The merge reads it without any lock."""
+
+    deltas: list[Delta]
+    alive: list[npt.NDArray[np.bool_]]
+    base: Segment | None
+    base_alive: npt.NDArray[np.bool_] | None
+    l0: Segment | None
+    l0_alive: npt.NDArray[np.bool_] | None
+    full_due: bool
+    max_id: int
+    changes_seq: int
+    manifest: LexManifest | None
+
+    def flats(self) -> list[Flat]:
+        """The frozen deltas' postings, their dead documents left out."""
+        return [d.flat(a) for d, a in zip(self.deltas, self.alive, strict=True)]
+
+
 class State:
     """One consistent view of the index: the published generations (a base and maybe
     an L0, memory-mapped, shared with other processes) plus in-memory deltas of what
@@ -199,13 +222,42 @@ class State:
         if batch.rowids:
             self.max_rowid = max(self.max_rowid, max(batch.rowids))
 
-    def freeze(self) -> list[Delta]:
-        """Start publishing: the live delta joins the frozen ones (nothing is added to
-        them any more) and a new one takes what comes; returns the frozen deltas."""
+    def freeze(self, *, l0_fraction: float, prefer_l0: bool) -> Frozen:
+        """Start publishing (under the index lock): the live delta joins the frozen ones
+        (nothing is added to them any more) and a new one takes what comes; returns
+        what the merge publishes. A new base is due (``Frozen.full_due``) when there is
+        none, when the L0 would reach ``l0_fraction`` of the base (unless ``prefer_l0``),
+        or when tombstones reach a quarter of the base."""
         self.frozen.append(self.delta)
         self.delta = Delta()
         self.frozen_through, self.removed_since = self.max_rowid, []
-        return list(self.frozen)
+        base, l0 = self.base, self.l0
+        recent = sum(d.n_alive for d in self.frozen) + (l0.n_alive if l0 else 0)
+        return Frozen(
+            deltas=list(self.frozen),
+            alive=[np.frombuffer(d.alive, dtype=np.int8).astype(bool) for d in self.frozen],
+            base=base.seg if base is not None else None,
+            base_alive=base.alive.copy() if base is not None else None,
+            l0=l0.seg if l0 is not None else None,
+            l0_alive=l0.alive.copy() if l0 is not None else None,
+            full_due=(
+                base is None
+                or self.manifest is None
+                or (not prefer_l0 and recent >= l0_fraction * base.n_alive)
+                or base.dead > max(1024, len(base.seg) // 4)
+            ),
+            max_id=self.max_rowid,
+            changes_seq=self.changes_seen,
+            manifest=self.manifest,
+        )
+
+    def take_over(self, held: State) -> None:
+        """Become ``held`` on newer published generations: its live delta, and how far it
+        caught up (``held``'s frozen deltas are in them; the caller has applied the
+        tombstones of what was removed since they froze)."""
+        self.delta = held.delta
+        self.max_rowid, self.changes_seen = held.max_rowid, held.changes_seen
+        self.data_version, self.ready = held.data_version, held.ready
 
     def remove(self, rowid: int) -> None:
         if self.removed_since is not None and rowid <= self.frozen_through:
