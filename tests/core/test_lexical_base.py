@@ -688,6 +688,38 @@ def test_a_merge_takes_over_a_live_delta_full_of_tombstones(
         _same_as_fts5(mem)
 
 
+def test_a_reader_switches_to_a_new_generation_though_its_delta_is_full_of_tombstones(
+    tmp_path: Path,
+) -> None:
+    """A searching process catches a newly published generation up while the ingest
+    goes on: its delta gathers tombstones by itself (each new event changes its
+    predecessor's context), as the one it holds does. They do not make the new state
+    worse than the held one (the next publish drops them): it must switch, not keep
+    the old generation and a delta that only grows."""
+    path = tmp_path / "m.db"
+    with mindfile.open(path, embedder="hash") as mem, mindfile.open(path) as other:
+        _with_base(mem, 50, seed=95)
+        reader = _index(other)
+        reader.size()  # maps the base
+        held = reader._state
+        assert held.manifest is not None and held.manifest.max_id == 50
+        _fill(mem, "b", 30, seed=96)
+        assert _index(mem).publish(quick=True)  # a new generation (an L0)
+        manifest = lexical.LexManifest.load(tmp_path / "m.db.index" / "bm25" / lexical.MANIFEST)
+        assert manifest is not None and manifest.l0 is not None
+        fresh = reader._open(manifest)
+        assert fresh is not None
+        for i in range(1, 1201):  # caught up event by event, as writes arrive
+            mem.store("c", i, f"turn {i} " + WORDS[i % len(WORDS)])
+            read = reader._read_changes(fresh)
+            assert read is not None and reader._apply(fresh, read)
+        assert fresh.delta.dead > 1024 and fresh.compact_soon()
+        assert not fresh.published_compact_soon()
+        reader._adopt(fresh)
+        assert reader._state is fresh
+        _same_as_fts5(other)
+
+
 @pytest.mark.usefixtures("small_merges")
 def test_a_merge_waits_for_a_background_merge_that_is_still_starting(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -471,8 +471,10 @@ class Bm25Index:
                 read = self._read_changes(fresh)
                 if read is None or self._apply(fresh, read):
                     break
-            if fresh.compact_soon() or not fresh.ready:
+            if fresh.published_compact_soon() or not fresh.ready:
                 return  # no better than what we hold; the next merge fixes it
+            # (The delta's own tombstones do not count: the held delta gathers the same
+            # during an ingest, and a publish drops them.)
             with self._lock:
                 self._state = fresh
 
