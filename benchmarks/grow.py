@@ -12,8 +12,10 @@ the bulk-ingest helpers on as by default) and goes on for ``--after`` seconds. R
 the ingest rate; the searches' p50/p95/p99 during the ingest and after it; the chunks
 BM25 and the vector index have not published yet (sampled every 0.5 s: median and
 max during the ingest), how long after the ingest each is caught up, and when the
-helpers have exited (each run waits for them before the next), and the most tombstones
-(base rows held stale) the searcher's vector index held after the ingest.
+helpers have exited (each run waits for them before the next), the most tombstones
+(base rows held stale) the searcher's vector index held after the ingest, and the
+searcher's own BM25 delta (chunks it tokenised beyond the published generations it
+switched to: median and max during the ingest, median after it).
 """
 
 from __future__ import annotations
@@ -63,7 +65,10 @@ while not stop.exists():
         sample_at = time.time() + 0.5
         high = int(eng.db.scalar("SELECT coalesce(max(id), 0) FROM chunks"))
         held = eng.index.stats().get("tombstones", 0)
-        lags.append((time.time(), high - published("bm25"), high - published(kind), held))
+        delta = eng.lexical.stats()["delta_docs"] if eng.lexical is not None else 0
+        lags.append(
+            (time.time(), high - published("bm25"), high - published(kind), held, delta)
+        )
 eng.close()
 print(json.dumps({"lat": lat, "lags": lags}))
 """
@@ -151,9 +156,13 @@ def run(src: Path, work: Path, args: argparse.Namespace, corpus: ChatCorpus) -> 
     lat, lags = out["lat"], [tuple(x) for x in out["lags"]]
     during = [ms for t, ms in lat if start <= t <= end]
     after = [ms for t, ms in lat if t > end]
-    lex = [b for t, b, _, _ in lags if start <= t <= end]
-    vec = [v for t, _, v, _ in lags if start <= t <= end]
-    tombstones = [int(h) for t, _, _, h in lags if t > end]
+    lex = [b for t, b, _, _, _ in lags if start <= t <= end]
+    vec = [v for t, _, v, _, _ in lags if start <= t <= end]
+    tombstones = [int(h) for t, _, _, h, _ in lags if t > end]
+    # The searching process's own BM25 delta: what it tokenised beyond the published
+    # generations it switched to (large when it lags behind the helper's publishes).
+    own = [d for t, _, _, _, d in lags if start <= t <= end]
+    own_after = [d for t, _, _, _, d in lags if t > end]
     p_during, p_after = percentiles_ms(during), percentiles_ms(after)
     return {
         "chunks_per_s": chunks / (end - start),
@@ -170,6 +179,9 @@ def run(src: Path, work: Path, args: argparse.Namespace, corpus: ChatCorpus) -> 
         "bm25_caught_up_s": caught_up_after(lags, end, 0),
         "vector_caught_up_s": caught_up_after(lags, end, 1),
         "tombstones_after_max": max(tombstones, default=None),
+        "bm25_delta_median": statistics.median(own) if own else None,
+        "bm25_delta_max": max(own, default=None),
+        "bm25_delta_after_median": statistics.median(own_after) if own_after else None,
         "helpers_done_s": helpers_done,
     }
 
