@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import mindfile
-from mindfile.retrieve import lexical
+from mindfile.retrieve import lexical, lexical_publish
 from mindfile.retrieve.fts import fts_search
 from mindfile.retrieve.lexical import Bm25Index
 from mindfile.retrieve.lexical_state import Frozen
@@ -622,6 +622,55 @@ def test_a_helper_publishing_in_the_background_while_threads_write_stays_exact(
         with mindfile.open(path, read_only=True) as other:
             other.search("dog", mode="fts")
             _same_as_fts5(other)
+
+
+@pytest.mark.usefixtures("small_merges")
+def test_a_quick_publish_stops_a_background_full_merge_instead_of_waiting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """When an ingest ends during a full merge (seconds at ~150k chunks), the helper's
+    quick publish stops it and publishes its deltas in an L0 generation at once; the
+    full merge is no failure (no error, no retry delay) and runs again later."""
+    path = tmp_path / "m.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        index = _with_base(mem, 40, seed=100)
+        _fill(mem, "b", 10, seed=101)
+        assert index.publish(quick=True)  # an L0 of 10: the next publish would be full
+        real_merge = lexical_publish.merge
+        merging = threading.Event()
+
+        def slow_full_merge(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("extra") is not None:  # a full merge: long, until cancelled
+                merging.set()
+                cancelled = kwargs["cancelled"]
+                assert cancelled is not None
+                deadline = time.monotonic() + 20
+                while not cancelled() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            return real_merge(*args, **kwargs)
+
+        monkeypatch.setattr(lexical_publish, "merge", slow_full_merge)
+        _fill(mem, "c", 30, seed=102)
+        assert index.publish(when_due=True, wait=False)  # due: full, in the background
+        assert merging.wait(20)
+        _fill(mem, "d", 5, seed=103)  # the writes go on, then pause: a quick publish
+        base = index.stats()["base_generation"]
+        started = time.monotonic()
+        with caplog.at_level("INFO", logger="mindfile.retrieve"):
+            assert index.publish(quick=True)
+        assert time.monotonic() - started < 10
+        assert "gave way" in caplog.text and "failed" not in caplog.text
+        stats = index.stats()
+        assert stats["base_generation"] == base and stats["l0_generation"] is not None
+        assert stats["delta_docs"] == 0 and index._merge_failed_at is None
+        manifest = lexical.LexManifest.load(tmp_path / "m.db.index" / "bm25" / lexical.MANIFEST)
+        assert manifest is not None and manifest.max_id == 85
+        _same_as_fts5(mem)
+        # The fold runs again later (a foreground merge cannot be stopped this way).
+        monkeypatch.setattr(lexical_publish, "merge", real_merge)
+        assert index.merge()
+        assert index.stats()["base_generation"] != base and index.stats()["l0_generation"] is None
+        _same_as_fts5(mem)
 
 
 @pytest.mark.usefixtures("small_merges")

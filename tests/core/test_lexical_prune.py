@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from mindfile.retrieve import lexical_published as lp
 from mindfile.retrieve import lexical_state as ls
-from mindfile.retrieve.lexical_disk import Flat, Segment, merge
+from mindfile.retrieve.lexical_disk import Cancelled, Flat, Segment, merge
 from mindfile.vector.base import VectorFilter
 
 
@@ -248,3 +248,33 @@ def test_removing_many_rowids_at_once_is_removing_them_one_by_one(
         many.remove_many(rowids)
         assert np.array_equal(one.alive, many.alive)
         assert (one.n_alive, one.dead, one.total) == (many.n_alive, many.dead, many.total)
+
+
+@pytest.mark.parametrize("after", [0, 1, 2, 3, 4, 6])
+def test_a_cancelled_merge_leaves_nothing_behind(tmp_path: Path, after: int) -> None:
+    # A merge asks ``cancelled`` between its steps and its files: answered True at any
+    # of them, it raises Cancelled and no generation (finished or not) is left.
+    rng = np.random.default_rng(after)
+    seg, _terms = _generation(tmp_path / "base", rng, 300, [200, 40], [1.0, 2.0])
+    asked: list[int] = []
+
+    def cancelled() -> bool:
+        asked.append(1)
+        return len(asked) > after
+
+    rng2 = np.random.default_rng(99)
+    other, _ = _generation(tmp_path / "other", rng2, 50, [30], [1.0])
+    flat = other.flat(np.ones(len(other), dtype=bool))
+    flat.rowid = flat.rowid + 10_000  # chunks the base does not hold
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(Cancelled):
+        merge(
+            out,
+            seg,
+            np.ones(len(seg), dtype=bool),
+            flat,
+            extra=lp.published_bounds,
+            cancelled=cancelled,
+        )
+    assert list(out.iterdir()) == []

@@ -48,7 +48,7 @@ from pathlib import Path
 from mindfile.retrieve.fts import COLUMN_WEIGHTS
 from mindfile.retrieve.lexical_batch import Analyzer
 from mindfile.retrieve.lexical_changes import Changes, read_changes
-from mindfile.retrieve.lexical_disk import LexManifest, collect
+from mindfile.retrieve.lexical_disk import Cancelled, LexManifest, collect
 from mindfile.retrieve.lexical_publish import merge_due, open_generations, write_generation
 from mindfile.retrieve.lexical_state import Delta, State
 from mindfile.storage.backend import AnyDatabase
@@ -108,6 +108,8 @@ class Bm25Index:
         self._sync = threading.Lock()  # one catch-up at a time (see "catching up")
         self._builder: threading.Thread | None = None
         self._merger: threading.Thread | None = None
+        #: Set while a quick publish waits for a background merge: a full one stops.
+        self._cancel = threading.Event()
         self._closing = False
         self._failure: str | None = None
         self._failures = 0
@@ -286,7 +288,8 @@ class Bm25Index:
         for (``MERGE_MIN``, ``MERGE_FRACTION``). With ``quick``, as an L0 generation even
         when the L0 has outgrown ``L0_FRACTION`` of the base (the L0 and the delta are
         rewritten, not everything: the end of a bulk ingest, when searches rank the
-        unpublished chunks with FTS5 until it is out; the full merge follows at idle).
+        unpublished chunks with FTS5 until it is out; the full merge follows at idle);
+        a full merge running in the background then stops, its deltas go into the L0.
         What the index publisher process runs while a bulk ingest goes on
         (mindfile._publish); False when nothing was published. Without ``wait`` (with
         ``when_due``), the merge runs in a background thread and True means it started
@@ -526,6 +529,8 @@ class Bm25Index:
                 self._merge(force=True, blocking=True, full=True)
             else:
                 self._merge(force=False)
+        except Cancelled:  # by a quick publish, which publishes its deltas instead
+            logger.info("a full BM25 merge in %s gave way to a quick publish", self._folder)
         except Exception:  # logged; searches stay exact on the base and deltas held
             self._merge_failed_at = time.monotonic()
             logger.exception("publishing the BM25 index in %s failed", self._folder)
@@ -567,7 +572,16 @@ class Bm25Index:
         if running is not None and running is not threading.current_thread():
             # A background merge or switch: let it finish (and switch this process to
             # what it published) rather than publish its frozen deltas a second time.
-            running.join()
+            # A quick publish (the end of an ingest) stops a full merge instead of
+            # waiting seconds for it: its deltas stay frozen and go out in the L0; the
+            # full merge follows when the writes stay paused.
+            if prefer_l0:
+                self._cancel.set()
+            try:
+                running.join()
+            finally:
+                if prefer_l0:
+                    self._cancel.clear()
         folder.mkdir(parents=True, exist_ok=True)
         with file_lock(folder / BUILD_LOCK, blocking=blocking) as got:
             if not got:
@@ -593,14 +607,17 @@ class Bm25Index:
                 # can be read below without any lock while searches and catch-ups go on.
                 with self._lock:
                     frozen = state.freeze(l0_fraction=L0_FRACTION, prefer_l0=prefer_l0)
+            full = full or frozen.full_due
+            background = threading.current_thread() is self._merger
             self._publishing = True
             try:
                 manifest = write_generation(
                     folder,
                     frozen,
-                    full=full or frozen.full_due,
+                    full=full,
                     store=self._store,
                     analyzer=self._analyzer.name,
+                    cancelled=self._cancel.is_set if full and background else None,
                 )
             except BaseException:
                 self._end_publishing(state)

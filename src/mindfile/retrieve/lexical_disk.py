@@ -53,6 +53,7 @@ from mindfile.vector.ann_disk import fsync_dir, load_array, save_json
 
 __all__ = [
     "FORMAT",
+    "Cancelled",
     "Extra",
     "Flat",
     "LexManifest",
@@ -81,6 +82,16 @@ _BOUND_ARRAYS = ("bound_terms", "bound_top", "bound_high", "bound_low")
 #: Computes a generation's optional arrays from its required ones (``merge``'s hook):
 #: ``(arrays, bounds.json contents)``, or None for none.
 Extra = Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]] | None]
+
+
+class Cancelled(Exception):
+    """A merge given up before its generation was written (``merge``'s ``cancelled``
+    answered True): nothing of it is left on disk."""
+
+
+def _check(cancelled: Callable[[], bool] | None) -> None:
+    if cancelled is not None and cancelled():
+        raise Cancelled
 
 
 def term_hash(term: str) -> int:
@@ -311,6 +322,7 @@ def merge(
     delta: Flat,
     dead: npt.NDArray[np.int64] | None = None,
     extra: Extra | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> tuple[str, int, int, float]:
     """Write a new generation holding ``base``'s live documents and ``delta``'s (and,
     for an L0 generation, ``dead``: the rowids it tombstones in the base below it;
@@ -318,7 +330,10 @@ def merge(
 
     Returns ``(generation, docs, postings, total_len)``. Nothing is published: the caller
     writes the manifest. A chunk in both (updated after ``base`` was written) must be
-    dead in ``base_alive``; the caller's tombstones guarantee it.
+    dead in ``base_alive``; the caller's tombstones guarantee it. ``cancelled`` is asked
+    between the steps (and the files): when it answers True, the merge raises
+    :class:`Cancelled` and leaves nothing behind (a full merge at ~150k chunks takes
+    seconds; a quicker publish may want the build lock meanwhile).
     """
     # Documents: the live ones of both, renumbered in rowid order.
     if base is not None:
@@ -351,6 +366,7 @@ def merge(
     d_new = np.full(len(delta.rowid), -1, np.int64)
     d_new[d_keep] = new_of[len(b_keep) :]
 
+    _check(cancelled)
     # Terms: the union of both vocabularies, ordered by hash.
     d_hash = np.fromiter((term_hash(t) for t in delta.terms), np.int64, len(delta.terms))
     b_hash = np.asarray(base.term_hash) if base is not None else np.zeros(0, np.int64)
@@ -361,6 +377,7 @@ def merge(
         b_index = np.zeros(0, np.int64)
     d_index = np.searchsorted(u_hash, d_hash)
 
+    _check(cancelled)
     # Postings as sortable keys (term index << 32 | new document), both sides sorted.
     keys_parts: list[npt.NDArray[np.int64]] = []
     tf_parts: list[npt.NDArray[np.float32]] = []
@@ -393,6 +410,7 @@ def merge(
         keys, tf = keys_parts[0], tf_parts[0]
     else:
         keys, tf = np.zeros(0, np.int64), np.zeros(0, np.float32)
+    _check(cancelled)
     post_term = keys >> 32
     post_doc = (keys & 0xFFFFFFFF).astype(np.int32)
 
@@ -428,12 +446,13 @@ def merge(
     }
     if dead is not None:
         arrays["dead"] = np.asarray(dead, dtype=np.int64)
+    _check(cancelled)
     more = extra(arrays) if extra is not None else None
     files: dict[str, Any] = {}
     if more is not None:
         arrays.update(more[0])
         files["bounds.json"] = more[1]
-    _write(folder / generation, arrays, sessions, files)
+    _write(folder / generation, arrays, sessions, files, cancelled)
     return generation, len(rowid), len(post_doc), float(length.astype(np.float64).sum())
 
 
@@ -442,11 +461,13 @@ def _write(
     arrays: dict[str, npt.NDArray[Any]],
     sessions: Sequence[str],
     files: dict[str, Any] | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> None:
     tmp = where.with_name(f".{where.name}.tmp")
     tmp.mkdir(parents=True)
     try:
         for name, array in arrays.items():
+            _check(cancelled)
             with open(tmp / f"{name}.npy", "wb") as fh:
                 np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
                 fh.flush()

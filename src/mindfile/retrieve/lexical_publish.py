@@ -6,6 +6,7 @@ lock of the index (docs/architecture.md, "Index lifecycle"; the format is
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -71,13 +72,20 @@ def combine(flats: list[Flat]) -> Flat:
 
 
 def write_generation(
-    folder: Path, frozen: Frozen, *, full: bool, store: str, analyzer: str
+    folder: Path,
+    frozen: Frozen,
+    *,
+    full: bool,
+    store: str,
+    analyzer: str,
+    cancelled: Callable[[], bool] | None = None,
 ) -> LexManifest:
     """Publish the ``frozen`` deltas with the published generations (their documents
     alive in this process): as a new base holding everything when ``full``, else as a
     new L0 generation that also tombstones the base's dead documents. Saves the
     manifest (the switch other processes see) and removes the generations it no longer
-    names; returns it."""
+    names; returns it. ``cancelled``: see :func:`lexical_disk.merge` (raises
+    :class:`~mindfile.retrieve.lexical_disk.Cancelled`, nothing published)."""
     built = datetime.now(UTC).isoformat(timespec="seconds")
     flats = frozen.flats()
     base, base_alive, l0, l0_alive = frozen.base, frozen.base_alive, frozen.l0, frozen.l0_alive
@@ -87,7 +95,7 @@ def write_generation(
             assert l0_alive is not None
             flats = [l0.flat(l0_alive), *flats]
         gen, docs, postings, total = merge(
-            folder, base, base_alive, combine(flats), extra=published_bounds
+            folder, base, base_alive, combine(flats), extra=published_bounds, cancelled=cancelled
         )
         manifest = LexManifest(
             store=store,
@@ -103,7 +111,9 @@ def write_generation(
     else:
         assert base is not None and base_alive is not None and old is not None
         dead = np.asarray(base.doc_rowid)[~base_alive]
-        gen, docs, postings, total = merge(folder, l0, l0_alive, combine(flats), dead=dead)
+        gen, docs, postings, total = merge(
+            folder, l0, l0_alive, combine(flats), dead=dead, cancelled=cancelled
+        )
         manifest = dataclasses.replace(
             old,
             max_id=max_id,
