@@ -58,6 +58,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -85,10 +86,15 @@ logger = logging.getLogger(__name__)
 START_AFTER = 20_000
 #: The helper exits after this long without a new chunk.
 IDLE_SECONDS = 5.0
-#: How often the helper looks for new chunks; writes pausing this long (maybe the end
-#: of the ingest) publish everything new at once.
+#: How often the helper looks for new chunks; writes pausing this long at least (maybe
+#: the end of the ingest: see :class:`Pauses`) publish everything new at once.
 POLL_SECONDS = 0.2
-#: Writes paused this long (the ingest is over): merge the BM25 L0 into the base.
+#: A pause is the end of the writes (for now) once it lasts this many times the longest
+#: of the last :data:`PAUSES_SEEN` gaps between new chunks, at most :data:`SETTLE_MAX`.
+SETTLE_FACTOR = 1.5
+PAUSES_SEEN = 16
+SETTLE_MAX = 2.0
+#: Writes paused this long after that (the ingest is over): merge the BM25 L0 into the base.
 COMPACT_AFTER = 1.0
 #: The flags helper's niceness where ``SCHED_IDLE`` is missing (it works with the CPU
 #: the ingest and the searches leave).
@@ -442,11 +448,14 @@ def _serve_index(db: Any, vector_index: str | None) -> None:
         vectors = _VectorMerges(index) if index is not None else None
         seen, settled, compacted = -1, True, True
         quiet_since = time.monotonic()
+        pauses = Pauses()
         while not _parent_gone():
             if vectors is not None:
                 vectors.check()
             high = source.chunk_max_id()
             if high != seen:  # writes go on: tokenise them, publish when enough are new
+                if seen >= 0:
+                    pauses.saw(time.monotonic() - quiet_since)
                 seen, settled, compacted = high, False, False
                 quiet_since = time.monotonic()
                 # The merge in a thread of its own: this one goes on tokenising what
@@ -456,7 +465,8 @@ def _serve_index(db: Any, vector_index: str | None) -> None:
                     vectors.request(high)
                 continue
             quiet = time.monotonic() - quiet_since
-            if not settled and quiet >= POLL_SECONDS:
+            settle_after = pauses.settle_after()
+            if not settled and quiet >= settle_after:
                 # The writes paused (maybe the ingest ended): publish the rest at once,
                 # so searches after the ingest find nearly everything published.
                 settled = True
@@ -468,7 +478,7 @@ def _serve_index(db: Any, vector_index: str | None) -> None:
                     # After the BM25 L0 (the vector thread may be merging already).
                     vectors.request(high, final=True)
                 continue
-            if not compacted and quiet >= COMPACT_AFTER:
+            if not compacted and quiet >= settle_after + COMPACT_AFTER:
                 # The ingest is over: fold the BM25 L0 generation into the base now, while
                 # the writer is idle (at the normal priority: at SCHED_IDLE it did not make
                 # the searches meanwhile faster, benchmarks/README.md "After a bulk
@@ -493,6 +503,30 @@ def _serve_index(db: Any, vector_index: str | None) -> None:
             vectors.close()
         if lexical is not None:
             lexical.close()
+
+
+class Pauses:
+    """When the writes have paused for good (for now), as the index helper sees them.
+
+    A bulk ingest commits in batches (``store_many``): between two, the writer embeds
+    and chunks the next one, and the helper sees no new chunk for a while (0.2-0.5 s in
+    ``benchmarks/grow.py``, 200 messages a call). Taken for the end of the ingest, each
+    such gap made the helper publish a quick L0 generation (rewriting the whole L0) every
+    1-3 s, and wait for a full merge running then. A pause counts once it lasts
+    :data:`SETTLE_FACTOR` times the longest of the last :data:`PAUSES_SEEN` gaps (at
+    least :data:`POLL_SECONDS`, at most :data:`SETTLE_MAX`)."""
+
+    def __init__(self) -> None:
+        self._gaps: deque[float] = deque(maxlen=PAUSES_SEEN)
+
+    def saw(self, gap: float) -> None:
+        """The helper saw new chunks ``gap`` seconds after the ones before."""
+        self._gaps.append(gap)
+
+    def settle_after(self) -> float:
+        """How long the writes must pause to count as ended."""
+        longest = max(self._gaps, default=0.0)
+        return min(max(POLL_SECONDS, SETTLE_FACTOR * longest), SETTLE_MAX)
 
 
 class _VectorMerges:

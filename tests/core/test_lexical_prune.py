@@ -250,7 +250,7 @@ def test_removing_many_rowids_at_once_is_removing_them_one_by_one(
         assert (one.n_alive, one.dead, one.total) == (many.n_alive, many.dead, many.total)
 
 
-@pytest.mark.parametrize("after", [0, 1, 2, 3, 4, 6])
+@pytest.mark.parametrize("after", [0, 1, 2, 3, 4, 5, 6, 8])
 def test_a_cancelled_merge_leaves_nothing_behind(tmp_path: Path, after: int) -> None:
     # A merge asks ``cancelled`` between its steps and its files: answered True at any
     # of them, it raises Cancelled and no generation (finished or not) is left.

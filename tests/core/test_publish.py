@@ -515,3 +515,22 @@ def test_helpers_run_with_one_blas_thread_unless_told(monkeypatch: pytest.Monkey
     assert _publish.helper_environment()["OPENBLAS_NUM_THREADS"] == "1"
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
     assert _publish.helper_environment()["OPENBLAS_NUM_THREADS"] == "4"
+
+
+def test_the_helper_takes_a_usual_gap_between_batches_for_no_end_of_the_writes() -> None:
+    """A bulk ingest commits batch after batch, with gaps while the writer prepares the
+    next; the index helper must not take each for the end of the ingest (it published a
+    quick L0 generation every 1-3 s that way), and must still see the end soon."""
+    pauses = _publish.Pauses()
+    assert pauses.settle_after() == _publish.POLL_SECONDS  # nothing seen yet
+    for gap in [0.05, 0.3, 0.25, 0.4, 0.1]:
+        pauses.saw(gap)
+    # a pause as long as the longest recent gap is still the ingest
+    assert pauses.settle_after() == pytest.approx(_publish.SETTLE_FACTOR * 0.4)
+    assert pauses.settle_after() > 0.4
+    # one long stall raises it, within bounds; it is forgotten after PAUSES_SEEN gaps
+    pauses.saw(60.0)
+    assert pauses.settle_after() == _publish.SETTLE_MAX
+    for _ in range(_publish.PAUSES_SEEN):
+        pauses.saw(0.01)
+    assert pauses.settle_after() == _publish.POLL_SECONDS

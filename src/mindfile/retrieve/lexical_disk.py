@@ -389,6 +389,7 @@ def merge(
         # base postings are sorted by (hash, doc) and renumbering keeps rowid order
         keys_parts.append((b_term[live] << 32) | b_doc[live])
         tf_parts.append(np.asarray(base.post_tf)[live])
+        _check(cancelled)
     if len(delta.doc):
         d_doc = d_new[delta.doc]
         live = d_doc >= 0
@@ -397,6 +398,7 @@ def merge(
         d_order = np.argsort(d_keys, kind="stable")
         keys_parts.append(d_keys[d_order])
         tf_parts.append(delta.tf[live][d_order])
+    _check(cancelled)
     if len(keys_parts) == 2:
         a, b = keys_parts
         at = np.searchsorted(a, b) + np.arange(len(b))
