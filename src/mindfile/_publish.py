@@ -32,10 +32,11 @@ benchmarks/README.md), against a first search after the ingest of 0.6-7.7 s inst
   to it (:func:`helper_running`) instead of doing it again in its own interpreter.
 - While the writes go on, the index helper publishes BM25 when due, and the vector index
   when due in a thread of its own at niceness :data:`VECTOR_NICE` (a zvec merge can take
-  minutes; BM25 publishing does not wait for it). When the writes pause
-  (:data:`POLL_SECONDS`) it publishes what is new at once, BM25 first and as an L0
-  generation (the quickest to write: until it is out, searches rank the newest chunks
-  with FTS5), then the vector index; after :data:`COMPACT_AFTER` it folds the BM25 L0
+  minutes; BM25 publishing does not wait for it). When the writes pause (longer than
+  the gaps between the ingest's batches: :class:`Pauses`) it publishes what is new at
+  once, BM25 first and as an L0 generation (the quickest to write: until it is out,
+  searches rank the newest chunks with FTS5; a full BM25 merge running then stops),
+  then the vector index; after :data:`COMPACT_AFTER` more it folds the BM25 L0
   generation into the base. The flags helper works a page of each kind at a time until
   none is left.
 - A helper exits when no chunk arrived for :data:`IDLE_SECONDS` (and, for the flags
