@@ -69,14 +69,7 @@ def top_k(
     scores = np.bincount(all_docs, weights=weights, minlength=n_docs)
     # Every matching document scores > 0 (IDF is floored above zero).
     candidates = np.flatnonzero(scores > 0.0)
-    keep = alive[candidates]
-    if mask is not None:
-        sessions, doc_session, allowed, doc_rowid = mask
-        if sessions is not None:
-            keep &= np.isin(doc_session[candidates], sessions)
-        if allowed is not None:
-            keep &= np.isin(doc_rowid[candidates], allowed)
-    candidates = candidates[keep]
+    candidates = candidates[live_allowed(candidates, alive, mask)]
     if len(candidates) == 0:
         return []
     cand_scores = scores[candidates]
@@ -90,6 +83,7 @@ def top_k(
 def live_allowed(
     docs: npt.NDArray[np.int64], alive: npt.NDArray[np.bool_], mask: Mask
 ) -> npt.NDArray[np.bool_]:
+    """Which of ``docs`` (numbers in one side) are alive and allowed by ``mask``."""
     keep = alive[docs]
     if mask is not None:
         sessions, doc_session, allowed, doc_rowid = mask
