@@ -636,3 +636,33 @@ def test_a_newer_lexicon_reclassifies_the_store_once(
     with mindfile.open(path, embedder="hash") as mem:
         assert preferences.store_marks(mem.db, wait=False) == expected  # nothing to redo
         assert not search_store(mem.db).reset_statements(2)
+
+
+def test_chunks_classified_while_the_marks_are_read_are_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search reads the statements classified so far, then classifies the unclassified
+    tail itself. When the backfill (another thread or process) classifies that tail in
+    between, its statements must be in one of the two reads: they were in neither, and
+    a store whose chunks were all statements answered with none (found as a rare
+    failure of test_a_newer_lexicon_reclassifies_the_store_once under load)."""
+    path = tmp_path / "store.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        mem.store_many(_chat(30))
+        expected = preferences.store_marks(mem.db)
+        assert expected
+    with mindfile.open(path, embedder="hash") as mem:
+        mem.db.execute("UPDATE chunks SET user_statement = NULL")  # as after a new lexicon
+        real = preferences._caught_up
+        done: list[int] = []
+
+        def backfill_right_after(*args: Any, **kwargs: Any) -> frozenset[int]:
+            known = real(*args, **kwargs)
+            if not done:  # the backfill finishes just after the classified set was read
+                done.append(preferences.backfill(mem.db, pause=0.0))
+            return known
+
+        monkeypatch.setattr(preferences, "_caught_up", backfill_right_after)
+        monkeypatch.setattr(preferences, "_start_backfill", lambda db: None)
+        assert preferences.store_marks(mem.db, wait=False) == expected
+        assert done == [30]

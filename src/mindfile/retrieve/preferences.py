@@ -280,14 +280,16 @@ def store_marks(db: AnyDatabase, *, wait: bool = True) -> frozenset[int] | None:
         with state.lock:
             _classify_all(db, pause=0.0)
         lexicon, first = store.statement_lexicon(), store.first_unclassified()
+    # A few unclassified chunks (a conversation's latest turns) are classified here, for
+    # this answer (the backfill persists them); a bulk ingest's are left to it. They are
+    # read before the classified ones: a flag goes from unclassified to classified (its
+    # chunk unchanged), so a chunk the backfill classifies between the reads is in one.
+    tail = store.unclassified_after(first - 1, INLINE_MAX + 1) if first is not None else []
     known = _caught_up(db, state, lexicon, first)
     if first is None:
         return known
     if not db.readonly:
         _start_backfill(db)
-    # A few unclassified chunks (a conversation's latest turns): classified here, for
-    # this answer (the backfill persists them); a bulk ingest's are left to it.
-    tail = store.unclassified_after(first - 1, INLINE_MAX + 1)
     if len(tail) > INLINE_MAX:
         return known
     extra = marked(tail)
