@@ -534,3 +534,54 @@ def test_the_helper_takes_a_usual_gap_between_batches_for_no_end_of_the_writes()
     for _ in range(_publish.PAUSES_SEEN):
         pauses.saw(0.01)
     assert pauses.settle_after() == _publish.POLL_SECONDS
+
+
+def test_the_helper_publishes_once_at_the_end_not_between_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The helper's loop with a writer that commits a batch every ~0.3 s (longer than
+    POLL_SECONDS, as a bulk ingest's batches come): the quick publish of "the writes
+    paused" must come after the last batch, not after each (it came after each when a
+    0.2 s pause was taken for the end)."""
+    import threading
+
+    from mindfile.storage.db import Database
+
+    monkeypatch.setenv("MINDFILE_PUBLISHER", "0")  # only the helper loop below publishes
+    stop = threading.Event()
+    monkeypatch.setattr(_publish, "_parent_gone", stop.is_set)
+    quick: list[float] = []
+    real_publish = lexical.Bm25Index.publish
+
+    def counting(self: lexical.Bm25Index, **kw: bool) -> bool:
+        if kw.get("quick"):
+            quick.append(time.monotonic())
+        return bool(real_publish(self, **kw))
+
+    monkeypatch.setattr(lexical.Bm25Index, "publish", counting)
+    path = tmp_path / "helper.db"
+    with mindfile.open(path, embedder="hash") as mem:
+        mem.store_many(_events(0, 50))
+        db = Database(str(path))
+        helper = threading.Thread(target=_publish._serve_index, args=(db, None))
+        helper.start()
+        try:
+            time.sleep(1.0)  # the helper catches the first batch up
+            quick.clear()
+            batches = 20
+            for i in range(batches):
+                time.sleep(0.3)
+                mem.store_many(_events(50 + 20 * i, 20))
+            last = time.monotonic()
+            high = mem.info().chunks
+            assert _wait_for(lambda: (_manifest(path, "bm25") or {}).get("max_id") == high)
+            assert _wait_for(lambda: any(t > last for t in quick), timeout=10)
+        finally:
+            stop.set()
+            helper.join(60)
+            db.close()
+        assert not helper.is_alive()
+    during = [t for t in quick if t <= last]
+    # A writer stall longer than 1.5x every gap before it may still count as a pause;
+    # one after each batch is what the 0.2 s rule did.
+    assert len(during) <= 3, f"{len(during)} quick publishes during {batches} batches"
