@@ -82,7 +82,9 @@ def test_save_search_context_and_errors(store_location: str) -> None:
             await session.call_tool("memory_context", {"query": "is Alice allergic to peanuts?"})
         )
         assert "peanuts" in json.dumps(context["messages"])
-        assert "4321" not in json.dumps(context)
+        # Nothing of Bob's (not "4321" alone: a score's or timing's digits can hold it)
+        for leaked in ("Bob", "bank pin", "Porto"):
+            assert leaked not in json.dumps(context)
         bad = await session.call_tool("memory_search", {"query": 5})
         assert bad.is_error and _payload(bad)["code"] == "invalid_input"
         unknown = await session.call_tool("no_such_tool", {})
