@@ -49,7 +49,12 @@ from mindfile.retrieve.fts import COLUMN_WEIGHTS
 from mindfile.retrieve.lexical_batch import Analyzer
 from mindfile.retrieve.lexical_changes import Changes, read_changes
 from mindfile.retrieve.lexical_disk import Cancelled, LexManifest, collect
-from mindfile.retrieve.lexical_publish import merge_due, open_generations, write_generation
+from mindfile.retrieve.lexical_publish import (
+    fits,
+    merge_due,
+    open_generations,
+    write_generation,
+)
 from mindfile.retrieve.lexical_state import Delta, State
 from mindfile.storage.backend import AnyDatabase
 from mindfile.storage.db import Database
@@ -357,22 +362,8 @@ class Bm25Index:
     # -- the published base -------------------------------------------------------------
 
     def _valid(self, manifest: LexManifest | None) -> bool:
-        """Whether a manifest fits this store and analyzer and is not from its future (a
-        store file restored from a backup, or replaced, makes its base stale)."""
-        if manifest is None or (manifest.store, manifest.analyzer) != (
-            self._store,
-            self._analyzer.name,
-        ):
-            return False
-        with self._db.lock, self._db.snapshot():
-            high = self._source.chunk_id_high()
-            oldest, newest = self._source.text_change_bounds()
-        # A base older than the change log's oldest entry cannot catch up (pruned).
-        return (
-            manifest.max_id <= high
-            and manifest.changes_seq <= newest
-            and manifest.changes_seq >= oldest - 1
-        )
+        """Whether a manifest fits this store and analyzer (:func:`fits`)."""
+        return fits(manifest, self._store, self._analyzer.name, self._db, self._source)
 
     def _poll_base(self) -> None:
         """Switch to a newly published base (a cheap ``stat`` when nothing changed).
@@ -475,9 +466,7 @@ class Bm25Index:
                 if read is None or self._apply(fresh, read):
                     break
             if fresh.published_compact_soon() or not fresh.ready:
-                return  # no better than what we hold; the next merge fixes it
-            # (The delta's own tombstones do not count: the held delta gathers the same
-            # during an ingest, and a publish drops them.)
+                return  # no better than what we hold (its delta gathers the same tombstones)
             with self._lock:
                 self._state = fresh
 
@@ -572,9 +561,8 @@ class Bm25Index:
         if running is not None and running is not threading.current_thread():
             # A background merge or switch: let it finish (and switch this process to
             # what it published) rather than publish its frozen deltas a second time.
-            # A quick publish (the end of an ingest) stops a full merge instead of
-            # waiting seconds for it: its deltas stay frozen and go out in the L0; the
-            # full merge follows when the writes stay paused.
+            # A quick publish (an ingest's end) stops a full merge instead: its deltas
+            # stay frozen and go out in the L0; the fold follows at idle.
             if prefer_l0:
                 self._cancel.set()
             try:
@@ -735,9 +723,7 @@ class Bm25Index:
             return True
 
     def _pause(self) -> bool:
-        """Between chunks a background catch-up tokenises: hand the GIL over (a searching
-        thread re-takes it after every SQLite step and would otherwise wait a whole
-        switch interval each time); True when the index closes."""
+        """Hand the GIL to searching threads between chunks; True when closing."""
         time.sleep(0)
         return self._closing
 

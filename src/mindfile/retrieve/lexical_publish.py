@@ -15,9 +15,33 @@ import numpy as np
 from mindfile.retrieve.lexical_disk import Flat, LexManifest, Segment, collect, merge
 from mindfile.retrieve.lexical_published import published_bounds
 from mindfile.retrieve.lexical_state import Frozen, State
+from mindfile.storage.backend import AnyDatabase
+from mindfile.storage.index_source import IndexSourceStore
 from mindfile.vector.ann_disk import MANIFEST
 
-__all__ = ["merge_due", "open_generations", "write_generation"]
+__all__ = ["fits", "merge_due", "open_generations", "write_generation"]
+
+
+def fits(
+    manifest: LexManifest | None,
+    store: str,
+    analyzer: str,
+    db: AnyDatabase,
+    source: IndexSourceStore,
+) -> bool:
+    """Whether a manifest fits ``store`` and ``analyzer`` and is not from the store's
+    future (a store file restored from a backup, or replaced, makes its base stale)."""
+    if manifest is None or (manifest.store, manifest.analyzer) != (store, analyzer):
+        return False
+    with db.lock, db.snapshot():
+        high = source.chunk_id_high()
+        oldest, newest = source.text_change_bounds()
+    # A base older than the change log's oldest entry cannot catch up (pruned).
+    return (
+        manifest.max_id <= high
+        and manifest.changes_seq <= newest
+        and manifest.changes_seq >= oldest - 1
+    )
 
 
 def merge_due(state: State, least: int, fraction: float) -> bool:
