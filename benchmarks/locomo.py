@@ -2,7 +2,8 @@
 
 One store per conversation; every turn is one event in its session, stored as
 ``[session date] Speaker: text`` (plus ``[image: caption]`` when the turn shares a
-photo), with ``dia_id``, ``speaker`` and ``date`` in metadata. Each question's text is
+photo), with ``dia_id``, ``speaker``, ``date`` and ``author`` (the speaker: author match,
+docs/retrieval.md) in metadata. Each question's text is
 the query over the whole conversation. A hit is an evidence ``dia_id`` inside a
 retrieved chunk; recall@k is the fraction of a question's evidence found in the top k.
 
@@ -19,6 +20,8 @@ sets NeighborConfig fields. ``--no-token-match`` turns token match off (search a
 build_context), ``--token-match-config '{"weight": 0.3}'`` sets TokenMatchConfig fields.
 ``--no-feedback`` turns feedback off (search), ``--feedback-config '{"WEIGHT": 0.5}'`` sets
 the constants of mindfile.retrieve.feedback (DOCS, TERMS, WEIGHT, SHARPNESS).
+``--no-authors`` stores the turns without ``metadata["author"]`` (no author match),
+``--author-weight 0.3`` sets its lift (mindfile.retrieve.authors.WEIGHT).
 
 The data (CC BY-NC 4.0) is read from its path and never copied into this repository.
 """
@@ -99,6 +102,7 @@ def load_conversation(
     long: int = 0,
     session_prefix: str = "",
     occurred_at: bool = False,
+    no_authors: bool = False,
 ) -> int:
     """Store every turn (in sessions ``{session_prefix}session_N``); returns the number of
     turns.
@@ -121,7 +125,12 @@ def load_conversation(
             turns += 1
             text = turn_text(turn, date, date_in_text=date_in_text)
             if not long:
-                meta = {"dia_id": turn["dia_id"], "speaker": turn["speaker"], "date": date}
+                meta = {
+                    "dia_id": turn["dia_id"],
+                    "speaker": turn["speaker"],
+                    "date": date,
+                    **({} if no_authors else {"author": turn["speaker"]}),
+                }
                 events.append((f"{session_prefix}session_{n}", seq, text, meta, when))
                 continue
             parts.append(text)
@@ -252,6 +261,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     date_in_text=not args.no_date,
                     long=args.long,
                     occurred_at=args.occurred_at,
+                    no_authors=args.no_authors,
                 )
                 ingest_s += time.perf_counter() - t0
                 if args.publish:
@@ -354,6 +364,7 @@ def summarize(
         "neighbors": not args.no_neighbors,
         "token_match": args.token_match_config or not args.no_token_match,
         "feedback": args.feedback_config or not args.no_feedback,
+        "authors": None if args.no_authors else args.author_weight,
         "conversations": args.conversations or "all",
         "context_config": json.loads(args.context_config) if args.context_config else None,
     }
@@ -484,6 +495,17 @@ def main() -> None:
         help='constants of mindfile.retrieve.feedback as JSON, e.g. {"WEIGHT": 0.5}',
     )
     parser.add_argument(
+        "--no-authors",
+        action="store_true",
+        help="store turns without metadata['author'] (no author match)",
+    )
+    parser.add_argument(
+        "--author-weight",
+        type=float,
+        default=None,
+        help="mindfile.retrieve.authors.WEIGHT (the author-match lift)",
+    )
+    parser.add_argument(
         "--preference-config",
         default="",
         help='PreferenceConfig fields as JSON, e.g. {"limit": 20}',
@@ -523,6 +545,10 @@ def main() -> None:
             if name not in ("DOCS", "TERMS", "WEIGHT", "SHARPNESS"):
                 raise SystemExit(f"--feedback-config: unknown constant {name!r}")
             setattr(feedback, name, value)
+    if args.author_weight is not None:
+        from mindfile.retrieve import authors
+
+        authors.WEIGHT = args.author_weight
     if args.preference_config:
         from mindfile.retrieve import preferences
 

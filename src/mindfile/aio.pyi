@@ -176,6 +176,7 @@ class AsyncMindfile:
         neighbors: bool = ...,
         token_match: bool = ...,
         feedback: bool = ...,
+        authors: bool = ...,
         rerank: bool | Reranker = ...,
     ) -> SearchResults: ...
     async def search_notes(

@@ -95,6 +95,12 @@ class ScoreBreakdown(_ToDict):
     ``top_k`` of 10 or less, a single-leg mode, RRF fusion, no BM25 index ready), else
     the lift included in ``fused``.
 
+    ``author`` is what author match added (the query names who wrote the memory,
+    ``metadata["author"]``; docs/retrieval.md "Author match"): None in the first 10
+    results, which it never changes, and when it did not run (``search(authors=False)``,
+    ``top_k`` of 10 or less, a single-leg mode, RRF fusion), else the lift included in
+    ``fused`` (0.0 for a memory whose author the query does not name).
+
     ``rerank`` is the configured reranker's score (an LLM, a cross-encoder;
     docs/retrieval.md "Reranking"): None when none ran or the hit was past the first 50;
     the hits it scored are ordered by it, ``fused`` unchanged.
@@ -113,6 +119,7 @@ class ScoreBreakdown(_ToDict):
     token_match: float | None = None
     feedback: float | None = None
     rerank: float | None = None
+    author: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,7 @@ class SearchAPI(Facet):
         neighbors: bool = True,
         token_match: bool = True,
         feedback: bool = True,
+        authors: bool = True,
         rerank: bool | Reranker = True,
     ) -> SearchResults:
         """Search chunks by vector similarity, BM25, or both fused.
@@ -120,6 +121,13 @@ class SearchAPI(Facet):
         prefix of ``top_k=50``; ``hit.breakdown.feedback`` is the lift (None in the
         first 10). ``feedback=False`` turns it off.
 
+        Author match (docs/retrieval.md "Author match"), in hybrid mode, also for the
+        results after the first 10: when the query names who wrote some of the
+        memories (``metadata["author"]``, which a chat message's ``name`` fills in:
+        ``{"role": "user", "name": "Dave", "content": ...}``), those are lifted ("Which
+        cities did Dave travel to?" prefers what Dave said). ``hit.breakdown.author`` is
+        the lift; ``authors=False`` turns it off.
+
         Reranking (optional, docs/retrieval.md "Reranking"): with a reranker configured
         (``mindfile.open(reranker=...)``, ``mem.reranker``) the first 50 hits come back
         in its order, its score in ``hit.breakdown.rerank``; ``rerank=False`` skips it,
@@ -157,6 +165,7 @@ class SearchAPI(Facet):
             neighbors=neighbors,
             token_match=token_match,
             feedback=feedback,
+            authors=authors,
         )
         return run_search(m.db, m.index, m.embedder, req, m.lexical, reranker=reranker)
 

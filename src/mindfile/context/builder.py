@@ -273,6 +273,7 @@ def _rank_memories(
         as_of=as_of,
         token_matcher=matcher_for(engine.embedder) if cfg.token_match else None,
         feedback=cfg.feedback,
+        authors=cfg.authors,
         preferences=intent,
         reranker=engine.reranker if cfg.rerank else None,
         notes=notes,

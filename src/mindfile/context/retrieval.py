@@ -49,6 +49,7 @@ from mindfile.manage.expiry import decay_policy
 from mindfile.manage.importance import effective_importance
 from mindfile.memory.facts import facts_session
 from mindfile.memory.notes import notes_session
+from mindfile.retrieve.authors import apply_authors
 from mindfile.retrieve.feedback import HEAD as FEEDBACK_HEAD
 from mindfile.retrieve.feedback import apply_feedback
 from mindfile.retrieve.fusion import Fused, normalizers, weighted_fusion
@@ -124,6 +125,7 @@ def gather_candidates(
     as_of: datetime | None = None,
     token_matcher: TokenMatcher | None = None,
     feedback: bool = False,
+    authors: bool = False,
     preferences: bool = False,
     reranker: Reranker | None = None,
     notes: list[str] | None = None,
@@ -144,15 +146,17 @@ def gather_candidates(
     the hybrid leg after its first ``HEAD`` is lifted by feedback as in ``search``; the
     relevance of what follows the first ``HEAD`` keeps the order of its fused scores but
     is scaled to at most the ``HEAD``-th's (their order is search's, and the rerank sees
-    no lifted memory above the first ten). With ``preferences`` (a recommendation
-    question, :mod:`mindfile.retrieve.preferences`), the BM25 leg searches the
-    question's topic, and the user's statements join the hybrid leg and are lifted, as
-    in ``search`` (``query_vec`` is then the topic's, the caller's doing); a lifted
-    statement is admitted whatever its cosine. With ``reranker``, the
-    hybrid leg's best :data:`~mindfile.retrieve.reranker.RERANK_DEPTH` are taken in its
-    order, the k-th of them getting the k-th best fused score as its relevance (the
-    scores the ranking formula sees keep their scale); why it could not run, if it
-    failed, is appended to ``notes``.
+    no lifted memory above the first ten). With ``authors``, what follows the first
+    ``HEAD`` is lifted by author match as in ``search``, scaled likewise. With
+    ``preferences`` (a recommendation question, :mod:`mindfile.retrieve.preferences`),
+    the BM25 leg searches the question's topic, and the user's statements join the
+    hybrid leg and are lifted, as in ``search`` (``query_vec`` is then the topic's, the
+    caller's doing); a lifted statement is admitted whatever its cosine. With
+    ``reranker``, the hybrid leg's best
+    :data:`~mindfile.retrieve.reranker.RERANK_DEPTH` are taken in its order, the k-th
+    of them getting the k-th best fused score as its relevance (the scores the ranking
+    formula sees keep their scale); why it could not run, if it failed, is appended to
+    ``notes``.
     """
     legs: dict[int, set[Leg]] = {}
     scores: dict[int, float] = {}
@@ -205,9 +209,13 @@ def gather_candidates(
             )
         ordered = _admitted(fused.values(), hybrid_floor)
         relevance.update((f.rowid, f.score) for f in fused.values())
-        if feedback and lexical is not None and hybrid_k > FEEDBACK_HEAD:
+        lift_feedback = feedback and lexical is not None
+        if hybrid_k > FEEDBACK_HEAD and (lift_feedback or authors):
             head = ordered[:FEEDBACK_HEAD]
-            apply_feedback(db, fused, head, retriever, query, flt, depth)
+            if lift_feedback:
+                apply_feedback(db, fused, head, retriever, query, flt, depth)
+            if authors:
+                apply_authors(db, fused, head, query, hybrid_k)
             pinned = {f.rowid for f in head}
             after = [f for f in fused.values() if f.rowid not in pinned]
             ordered = head + _admitted(after, hybrid_floor)

@@ -100,6 +100,9 @@ class ContextConfig:
     - ``feedback``: lift, after that ranking's first ten, what the best results' shared
       words find, as ``search`` does for more than ten results (True; docs/retrieval.md
       "Feedback"). Memories it lifts rank at most as relevant as the tenth.
+    - ``authors``: lift, after that ranking's first ten, what the authors the query
+      names wrote (``metadata["author"]``), as ``search`` does for more than ten
+      results (True; docs/retrieval.md "Author match"), scaled as feedback's lifts are.
     - ``preferences``: for a recommendation question ("can you recommend ...?"), run the
       hybrid ranking as ``search`` does for one: the legs search the question's topic,
       and the user's statements about themselves (preferences, habits, possessions)
@@ -134,6 +137,7 @@ class ContextConfig:
     hybrid_floor: float = 0.3
     token_match: bool = True
     feedback: bool = True
+    authors: bool = True
     preferences: bool = True
     rerank: bool = True
     include_files: bool = False
@@ -168,6 +172,8 @@ class ContextConfig:
             raise ConfigError("token_match must be a bool")
         if not isinstance(self.feedback, bool):
             raise ConfigError("feedback must be a bool")
+        if not isinstance(self.authors, bool):
+            raise ConfigError("authors must be a bool")
         if not isinstance(self.preferences, bool):
             raise ConfigError("preferences must be a bool")
         if not isinstance(self.rerank, bool):
@@ -195,6 +201,7 @@ class ContextConfig:
             "hybrid_floor": self.hybrid_floor,
             "token_match": self.token_match,
             "feedback": self.feedback,
+            "authors": self.authors,
             "preferences": self.preferences,
             "rerank": self.rerank,
             "include_files": self.include_files,

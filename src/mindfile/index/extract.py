@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["extract_role", "extract_text"]
+__all__ = ["extract_author", "extract_role", "extract_text"]
 
 _TEXT_KEYS = ("text", "content", "input", "arguments", "output", "result")
 
@@ -28,6 +28,20 @@ def extract_role(payload: Any) -> str | None:
         role = payload.get("role")
         if isinstance(role, str):
             return role
+    return None
+
+
+def extract_author(payload: Any) -> str | None:
+    """Who wrote the message: its ``name`` (the participant name of OpenAI-shaped chat
+    messages), if a non-empty string, except on tool and function results (whose
+    ``name`` is the tool's)."""
+    if not isinstance(payload, dict) or payload.get("role") in ("tool", "function"):
+        return None
+    if payload.get("type") is not None:  # a typed content part (tool_use: the tool's name)
+        return None
+    name = payload.get("name")
+    if isinstance(name, str) and name.strip():
+        return name.strip()
     return None
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from mindfile.errors import InvalidInputError, InvalidTimeError, LimitExceededError
 from mindfile.index.chunking import ChunkSpec, chunk_text, content_hash
-from mindfile.index.extract import extract_role, extract_text
+from mindfile.index.extract import extract_author, extract_role, extract_text
 from mindfile.index.statements import is_user_statement
 from mindfile.manage.importance import DEFAULT_IMPORTANCE, check_importance, role_importance
 
@@ -218,6 +218,9 @@ def prepare_event(
     role = extract_role(payload)
     if role is not None:
         meta.setdefault("role", role)
+    author = extract_author(payload)  # author match (mindfile.retrieve.authors)
+    if author is not None:
+        meta.setdefault("author", author)
     norm_tags = normalize_tags(tags if tags is not None else meta.get("tags"))
     if norm_tags:
         meta["tags"] = norm_tags

@@ -65,6 +65,9 @@ class Fused:
     #: The feedback lift included in ``score`` (None: feedback did not run, or the hit
     #: is one of the first results it never changes).
     feedback: float | None = None
+    #: The author-match lift included in ``score`` (None: it did not run, or the hit is
+    #: one of the first results it never changes).
+    author: float | None = None
 
 
 def min_max(scores: Sequence[float]) -> list[float]:

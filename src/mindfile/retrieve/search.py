@@ -19,6 +19,7 @@ from mindfile.embed.base import Embedder, Vector, check_query_vector, normalize
 from mindfile.errors import EmbeddingError, InvalidInputError, MindfileError
 from mindfile.index.chunking import normalize_text
 from mindfile.index.pipeline import check_id, check_time, normalize_tags
+from mindfile.retrieve.authors import apply_authors
 from mindfile.retrieve.degraded import degrade
 from mindfile.retrieve.feedback import HEAD as FEEDBACK_HEAD
 from mindfile.retrieve.feedback import apply_feedback
@@ -133,6 +134,8 @@ class SearchRequest:
     token_match: bool = True
     #: Lift what the best results' shared words find, after the first ten (feedback).
     feedback: bool = True
+    #: Lift what the authors the query names wrote, after the first ten (author match).
+    authors: bool = True
 
     @classmethod
     def build(
@@ -160,6 +163,7 @@ class SearchRequest:
         neighbors: Any = True,
         token_match: Any = True,
         feedback: Any = True,
+        authors: Any = True,
     ) -> SearchRequest:
         if source not in SOURCES:
             raise InvalidInputError(f"source must be one of {SOURCES}, not {source!r}")
@@ -191,6 +195,8 @@ class SearchRequest:
             raise InvalidInputError("token_match must be True or False")
         if not isinstance(feedback, bool):
             raise InvalidInputError("feedback must be True or False")
+        if not isinstance(authors, bool):
+            raise InvalidInputError("authors must be True or False")
         return cls(
             query=query,
             session_ids=_sessions(session_id),
@@ -212,6 +218,7 @@ class SearchRequest:
             neighbors=neighbors,
             token_match=token_match,
             feedback=feedback,
+            authors=authors,
         )
 
 
@@ -367,15 +374,14 @@ def _run(
         )
     add_tail(fused, vector_hits[depth:], fts_hits[depth:], start=depth + 1)
     head: list[Fused] = []
-    if (
-        req.feedback
-        and mode == "hybrid"
-        and req.fusion != "rrf"
-        and req.top_k > FEEDBACK_HEAD
-        and lexical is not None
-    ):  # feedback (retrieve/feedback.py): ranks after the first FEEDBACK_HEAD only
+    after_head = mode == "hybrid" and req.fusion != "rrf" and req.top_k > FEEDBACK_HEAD
+    feedback = after_head and req.feedback and lexical is not None
+    if feedback or (after_head and req.authors):  # ranks after the first FEEDBACK_HEAD only
         head = _order(db, _passing(fused.values(), req), FEEDBACK_HEAD, depth)[:FEEDBACK_HEAD]
+    if feedback:  # retrieve/feedback.py
         apply_feedback(db, fused, head, retriever, req.query, flt, depth)
+    if after_head and req.authors:  # retrieve/authors.py
+        apply_authors(db, fused, head, req.query, req.top_k)
     return SearchResults(
         _hits(db, fused, req, head),
         mode=mode,
@@ -519,6 +525,7 @@ def _hits(
                     neighbors=f.neighbors,
                     token_match=f.token_match,
                     feedback=f.feedback,
+                    author=f.author,
                 ),
                 occurred_at=str(occurred),
             )

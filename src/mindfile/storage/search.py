@@ -50,6 +50,11 @@ class SearchStore(Protocol):
         preference detector."""
         ...
 
+    def chunk_authors(self, rowids: Sequence[int]) -> dict[int, str]:
+        """``metadata["author"]`` of those chunks that have one (a string), by rowid
+        (author match)."""
+        ...
+
     def statement_rowids(self, after: int = 0) -> list[int]:
         """The rowids above ``after`` of the chunks classified as user-side statements
         about the user (``user_statement = 1``; migration 0014), ascending."""
@@ -189,6 +194,11 @@ SELECT id, chunk_text, metadata_json FROM chunks
 WHERE id IN (SELECT value FROM json_each(?))
 """
 
+AUTHORS = """
+SELECT id, json_extract(metadata_json, '$.author') FROM chunks
+WHERE id IN (SELECT value FROM json_each(?)) AND json_type(metadata_json, '$.author') = 'text'
+"""
+
 # Both use a partial index of migration 0014: no scan of the chunks.
 STATEMENT_ROWIDS = "SELECT id FROM chunks WHERE user_statement = 1 AND id > ? ORDER BY id"
 
@@ -246,6 +256,7 @@ class SearchSql:
     times: str
     around: str
     statements: str
+    authors: str
     statement_rowids: str
     has_unclassified: str
     unclassified_after: str
@@ -302,6 +313,12 @@ class SqlSearchStore:
 
     def chunk_statements(self, rowids: Sequence[int]) -> list[tuple[int, str, str]]:
         return _texts(self.db.query(self.SQL.statements, (self._ids(rowids),)))
+
+    def chunk_authors(self, rowids: Sequence[int]) -> dict[int, str]:
+        if not rowids:
+            return {}
+        rows = self.db.query(self.SQL.authors, (self._ids(rowids),))
+        return {int(rowid): str(author) for rowid, author in rows}
 
     def statement_rowids(self, after: int = 0) -> list[int]:
         return [int(r[0]) for r in self.db.query(self.SQL.statement_rowids, (after,))]
@@ -392,6 +409,7 @@ class SqliteSearchStore(SqlSearchStore):
         times=TIMES,
         around=AROUND,
         statements=STATEMENTS,
+        authors=AUTHORS,
         statement_rowids=STATEMENT_ROWIDS,
         has_unclassified=HAS_UNCLASSIFIED,
         unclassified_after=UNCLASSIFIED_AFTER,

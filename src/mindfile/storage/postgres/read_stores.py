@@ -59,6 +59,11 @@ STATEMENTS = """
 SELECT id, chunk_text, metadata_json FROM chunks WHERE id = ANY(%s::bigint[]) ORDER BY id
 """
 
+AUTHORS = """
+SELECT id, metadata_json::jsonb ->> 'author' FROM chunks
+WHERE id = ANY(%s::bigint[]) AND jsonb_typeof(metadata_json::jsonb -> 'author') = 'string'
+"""
+
 # Both use a partial index of migration 0009: no scan of the chunks.
 STATEMENT_ROWIDS = "SELECT id FROM chunks WHERE user_statement = 1 AND id > %s ORDER BY id"
 
@@ -155,6 +160,7 @@ class PgSearchStore(SqlSearchStore):
         times=TIMES,
         around=AROUND,
         statements=STATEMENTS,
+        authors=AUTHORS,
         statement_rowids=STATEMENT_ROWIDS,
         has_unclassified=HAS_UNCLASSIFIED,
         unclassified_after=UNCLASSIFIED_AFTER,

@@ -1,0 +1,146 @@
+"""Author match (mindfile/retrieve/authors.py): what the people a query names wrote is
+lifted in the ranks after the first ten."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import mindfile
+from mindfile.errors import ConfigError, InvalidInputError
+from mindfile.index.extract import extract_author
+from mindfile.retrieve import authors
+from mindfile.retrieve.authors import named
+
+QUERY = "What pets does Nate have?"
+ANSWER = "this is Max! a happy dog at the park"
+
+
+def _store(mem: mindfile.Mindfile, *, with_authors: bool = True) -> None:
+    """12 memories with both of the question's words and 30 with one, all by Alice; Nate's
+    answer (none of the question's words) and 20 unrelated memories by Nate."""
+
+    def by(name: str) -> dict[str, str]:
+        return {"author": name} if with_authors else {}
+
+    events: list[tuple[str, int, object, dict[str, str]]] = [
+        (f"talk{i}", 1, f"Nate asked about the pets {i} of the neighbours", by("Alice"))
+        for i in range(12)
+    ]
+    events += [(f"shelter{i}", 1, f"pets {i} wait at the shelter", by("Alice")) for i in range(30)]
+    answer = {"role": "user", "content": ANSWER}
+    if with_authors:
+        answer["name"] = "Nate"  # the author from the message (OpenAI's participant name)
+    events.append(("answer", 1, answer, {}))
+    events += [
+        (f"work{i}", 1, f"the quarterly review {i} covers budgets", by("Nate")) for i in range(20)
+    ]
+    mem.store_many(events, user_id="alice")
+    mem.rebuild_index()
+
+
+@pytest.fixture
+def model_mem(store_location: str) -> Iterator[mindfile.Mindfile]:
+    """A store with the bundled model (the hash embedder's cosines are noise of the size
+    of these lifts), on each backend."""
+    with mindfile.open(store_location) as store:
+        yield store
+
+
+def _key(results: mindfile.SearchResults) -> list[tuple[str, float]]:
+    return [(h.chunk_id, h.score) for h in results]
+
+
+def _rank(results: mindfile.SearchResults, text: str) -> int | None:
+    return next((i for i, h in enumerate(results, 1) if h.text == text), None)
+
+
+def test_a_query_names_an_author_as_whole_words_ignoring_case() -> None:
+    people = ["Nate", "Dr. Ines Silva", "Al", "x", "  "]
+    assert named("What pets does Nate have?", people) == {"Nate"}
+    assert named("what did NATE's sister say", people) == {"Nate"}
+    assert named("Is dr. ines silva coming?", people) == {"Dr. Ines Silva"}
+    assert named("Did Natehaven call?", people) == set()  # not inside another word
+    assert named("Did Al call Nate?", people) == {"Al", "Nate"}
+    assert named("x marks the spot", people) == set()  # one letter: never matched
+    assert named("", people) == set()
+
+
+def test_the_author_of_a_message_is_its_participant_name() -> None:
+    assert extract_author({"role": "user", "name": " Nate ", "content": "hi"}) == "Nate"
+    assert extract_author({"role": "assistant", "name": "helper", "content": "hi"}) == "helper"
+    # A tool result's name is the tool's; a typed content part's too (tool_use).
+    assert extract_author({"role": "tool", "name": "get_weather", "content": "sunny"}) is None
+    assert extract_author({"type": "tool_use", "name": "search", "input": {}}) is None
+    assert extract_author({"role": "user", "name": "", "content": "hi"}) is None
+    assert extract_author({"role": "user", "name": 7, "content": "hi"}) is None
+    assert extract_author("Nate: hi") is None
+
+
+def test_the_author_is_kept_in_the_metadata_and_a_given_one_wins(mem: mindfile.Mindfile) -> None:
+    mem.store("s", 1, {"role": "user", "name": "Nate", "content": "my dog is Max"})
+    mem.store(
+        "s", 2, {"role": "user", "name": "Nate", "content": "a cat"}, metadata={"author": "N"}
+    )
+    hits = {h.text: h for h in mem.search("dog cat", top_k=5, mode="fts")}
+    assert hits["my dog is Max"].metadata["author"] == "Nate"
+    assert hits["a cat"].metadata["author"] == "N"
+
+
+def test_what_the_named_author_wrote_climbs_after_the_first_ten(
+    model_mem: mindfile.Mindfile,
+) -> None:
+    mem = model_mem
+    _store(mem)
+    with_it = mem.search(QUERY, top_k=50, feedback=False)
+    without = mem.search(QUERY, top_k=50, feedback=False, authors=False)
+    ten = mem.search(QUERY, top_k=10, feedback=False)
+    # The first ten never change, nor their scores; top_k=10 stays a prefix.
+    assert _key(with_it)[:10] == _key(without)[:10] == _key(ten)
+    assert all(h.breakdown.author is None for h in [*with_it[:10], *without, *ten])
+    rank, before = _rank(with_it, ANSWER), _rank(without, ANSWER)
+    assert before is not None and before > 20  # behind memories with "pets"
+    assert rank is not None and rank <= 13  # right after the memories with both words
+    hit, was = with_it[rank - 1], without[before - 1]
+    # The lift is WEIGHT x the fused score it had.
+    assert hit.breakdown.author == pytest.approx(authors.WEIGHT * was.score)
+    assert hit.score <= with_it[9].score  # shown at most at the tenth's score
+    # Alice's memories after the first ten get nothing.
+    alice = [h for h in with_it[10:] if h.metadata.get("author") == "Alice"]
+    assert alice and all(h.breakdown.author == 0.0 for h in alice)
+    # Naming Nate does not make his unrelated memories answers: with next to no score
+    # of their own they stay behind every memory with "pets".
+    work = [i for i, h in enumerate(with_it, 1) if h.text.startswith("the quarterly review")]
+    shelter = [i for i, h in enumerate(with_it, 1) if h.text.startswith("pets ")]
+    assert work and len(shelter) == 30 and min(work) > max(shelter)
+
+
+def test_a_store_without_authors_ranks_the_same(any_mem: mindfile.Mindfile) -> None:
+    mem = any_mem
+    _store(mem, with_authors=False)
+    with_it = mem.search(QUERY, top_k=50)
+    without = mem.search(QUERY, top_k=50, authors=False)
+    assert _key(with_it) == _key(without)
+    assert all(h.breakdown.author in (None, 0.0) for h in with_it)
+
+
+def test_build_context_lifts_the_named_author_too(mem_static: mindfile.Mindfile) -> None:
+    mem = mem_static
+    _store(mem)
+
+    def held(config: mindfile.ContextConfig) -> set[str]:
+        ctx = mem.build_context(
+            "question", QUERY, token_budget=1000, user_id="alice", config=config
+        )
+        return {i.text for i in ctx.items if i.source in ("memory", "salient")}
+
+    assert ANSWER in held(mindfile.ContextConfig(feedback=False))
+    assert ANSWER not in held(mindfile.ContextConfig(feedback=False, authors=False))
+
+
+def test_authors_must_be_a_bool(mem: mindfile.Mindfile) -> None:
+    with pytest.raises(InvalidInputError, match="authors"):
+        mem.search("x", authors="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="authors"):
+        mindfile.ContextConfig(authors=1)  # type: ignore[arg-type]
