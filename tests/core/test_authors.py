@@ -12,6 +12,7 @@ from mindfile.errors import ConfigError, InvalidInputError
 from mindfile.index.extract import extract_author
 from mindfile.retrieve import authors
 from mindfile.retrieve.authors import named
+from mindfile.storage.backend import search_store
 
 QUERY = "What pets does Nate have?"
 ANSWER = "this is Max! a happy dog at the park"
@@ -144,3 +145,28 @@ def test_authors_must_be_a_bool(mem: mindfile.Mindfile) -> None:
         mem.search("x", authors="yes")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="authors"):
         mindfile.ContextConfig(authors=1)  # type: ignore[arg-type]
+
+
+def test_the_store_reads_string_authors_only(any_mem: mindfile.Mindfile) -> None:
+    mem = any_mem
+    mem.store_many(
+        [
+            ("s", 1, {"role": "user", "name": "Nate", "content": "one"}, {}),
+            ("s", 2, "two", {"author": "Ines"}),
+            ("s", 3, "three", {"author": 5}),
+            ("s", 4, "four", {}),
+        ]
+    )
+    rowids = [int(r[0]) for r in mem.db.query("SELECT id FROM chunks ORDER BY id")]
+    authors = search_store(mem.db).chunk_authors([*rowids, 10**9])
+    assert sorted(authors.values()) == ["Ines", "Nate"]
+    assert search_store(mem.db).chunk_authors([]) == {}
+
+
+def test_authors_come_from_their_index_not_the_chunk_rows(mem: mindfile.Mindfile) -> None:
+    """Migration 0018: the candidates' authors are index probes (the rows hold ~1 KB of
+    text each; reading ~300 of them cost ~1 ms)."""
+    from mindfile.storage.search import AUTHORS
+
+    plan = " ".join(str(r) for r in mem.db.query(f"EXPLAIN QUERY PLAN {AUTHORS}", ("[1, 2]",)))
+    assert "idx_chunks_author" in plan, plan

@@ -301,6 +301,7 @@ def test_hits_carry_a_full_breakdown(table: mindfile.Mindfile) -> None:
         "token_match",
         "feedback",
         "rerank",
+        "author",
     }
     assert hit["chunk_id"].startswith("ch_")
 
