@@ -38,14 +38,22 @@ MIN_LENGTH = 2
 
 
 def named(query: str, authors: Iterable[str]) -> set[str]:
-    """Those of ``authors`` that ``query`` names: each as whole words, ignoring case
-    ("Dave's", "DAVE" and "dave" name Dave; "Davey" does not)."""
-    text = query.casefold()
+    """Those of ``authors`` that ``query`` names: each as whole words ("Dave's" names
+    Dave, "Davey" does not), ignoring case, except that in a query written in mixed case
+    a capitalised name must be capitalised there too ("What will I do?" does not name
+    Will; "what did dave say" and "WHAT DID DAVE SAY" name Dave)."""
+    mixed = query != query.lower() and query != query.upper()
     out: set[str] = set()
     for author in authors:
-        name = author.strip().casefold()
-        if len(name) >= MIN_LENGTH and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text):
-            out.add(author)
+        name = author.strip()
+        if len(name) < MIN_LENGTH:
+            continue
+        proper = mixed and name[:1].isupper()
+        pattern = rf"(?<!\w){re.escape(name)}(?!\w)"
+        for found in re.finditer(pattern, query, re.IGNORECASE):
+            if not proper or found.group(0)[:1].isupper():
+                out.add(author)
+                break
     return out
 
 
