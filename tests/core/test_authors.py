@@ -178,3 +178,44 @@ def test_authors_come_from_their_index_not_the_chunk_rows(mem: mindfile.Mindfile
 
     plan = " ".join(str(r) for r in mem.db.query(f"EXPLAIN QUERY PLAN {AUTHORS}", ("[1, 2]",)))
     assert "idx_chunks_author" in plan, plan
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_reading_only_the_reachable_candidates_changes_no_result(
+    mem: mindfile.Mindfile, seed: int
+) -> None:
+    """The top ``limit`` after the head are the same as when every candidate of the named
+    author is lifted (only those that can reach it are looked up), with or without an
+    ``eligible`` rule (build_context's admission)."""
+    import random
+
+    from mindfile.retrieve.authors import apply_authors
+    from mindfile.retrieve.fusion import Fused
+
+    mem.store_many(
+        [("s", i, f"turn {i}", {"author": ("Nate", "Ann")[i % 3 == 0]}) for i in range(90)]
+    )
+    rowids = [int(r[0]) for r in mem.db.query("SELECT id FROM chunks ORDER BY id")]
+    who = search_store(mem.db).chunk_authors(rowids)
+    rng = random.Random(seed)
+    scores = {r: rng.choice([0.0, rng.random(), rng.random() ** 3]) for r in rowids}
+    odd = rng.random() < 0.5
+
+    def eligible(f: Fused) -> bool:
+        return f.rowid % 2 == 1 if odd else True
+
+    def ranked(lift_all: bool) -> list[int]:
+        fused = {r: Fused(r, score=s) for r, s in scores.items()}
+        head = sorted(fused.values(), key=lambda f: (-f.score, f.rowid))[:10]
+        if lift_all:
+            pinned = {f.rowid for f in head}
+            for f in fused.values():
+                if f.rowid not in pinned and who[f.rowid] == "Nate":
+                    f.score += authors.WEIGHT * f.score
+        else:
+            apply_authors(mem.db, fused, head, "What did Nate say?", 30, eligible)
+        pinned = {f.rowid for f in head}
+        rest = [f for f in fused.values() if f.rowid not in pinned and eligible(f)]
+        return [f.rowid for f in sorted(rest, key=lambda f: (-f.score, f.rowid))[:20]]
+
+    assert ranked(lift_all=False) == ranked(lift_all=True)

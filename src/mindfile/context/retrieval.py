@@ -215,7 +215,9 @@ def gather_candidates(
             if lift_feedback:
                 apply_feedback(db, fused, head, retriever, query, flt, depth)
             if authors:
-                apply_authors(db, fused, head, query, hybrid_k)
+                apply_authors(
+                    db, fused, head, query, hybrid_k, lambda f: _admissible(f, hybrid_floor)
+                )
             pinned = {f.rowid for f in head}
             after = [f for f in fused.values() if f.rowid not in pinned]
             ordered = head + _admitted(after, hybrid_floor)
@@ -248,12 +250,13 @@ def _admitted(fused: Iterable[Fused], floor: float) -> list[Fused]:
     """The fused results the hybrid leg may admit, best first: a BM25 or feedback match,
     a statement lifted for a recommendation question, or a cosine at or above ``floor``
     (nearest is not near)."""
-    admissible = (
-        f
-        for f in fused
-        if f.fts is not None or f.feedback or f.preference or (f.vector or -1.0) >= floor
+    return sorted((f for f in fused if _admissible(f, floor)), key=lambda f: (-f.score, f.rowid))
+
+
+def _admissible(f: Fused, floor: float) -> bool:
+    return (
+        f.fts is not None or bool(f.feedback) or bool(f.preference) or (f.vector or -1.0) >= floor
     )
-    return sorted(admissible, key=lambda f: (-f.score, f.rowid))
 
 
 def _reranked(

@@ -24,7 +24,7 @@ whose events carry no author is unaffected. Chosen by cross-validation on LoCoMo
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from mindfile.retrieve.fusion import Fused
 from mindfile.storage.backend import AnyDatabase, search_store
@@ -58,7 +58,12 @@ def named(query: str, authors: Iterable[str]) -> set[str]:
 
 
 def apply_authors(
-    db: AnyDatabase, fused: dict[int, Fused], head: list[Fused], query: str, limit: int
+    db: AnyDatabase,
+    fused: dict[int, Fused],
+    head: list[Fused],
+    query: str,
+    limit: int,
+    eligible: Callable[[Fused], bool] | None = None,
 ) -> None:
     """Lift ``fused``'s results outside ``head`` whose author ``query`` names, by
     :data:`WEIGHT` x their score; sets their ``author`` lift (0.0 for the others outside
@@ -66,17 +71,21 @@ def apply_authors(
 
     Only the results that could then reach the first ``limit`` are read: those whose
     lifted score would reach the ``limit``-th score outside the head as it is (a lift
-    cannot move any other one into the results asked for)."""
+    cannot move any other one into the results asked for), among the ``eligible`` ones
+    (default: all; ``build_context`` admits only some of the ranking)."""
     pinned = {f.rowid for f in head}
     rest = [f for f in fused.values() if f.rowid not in pinned]
     if not rest:
         return
     for item in rest:
         item.author = 0.0
-    scores = sorted((f.score for f in rest), reverse=True)
+    competing = rest if eligible is None else [f for f in rest if eligible(f)]
+    scores = sorted((f.score for f in competing), reverse=True)
+    if not scores:
+        return
     wanted = max(limit - len(head), 1)
     floor = scores[min(wanted, len(scores)) - 1]
-    reachable = [f.rowid for f in rest if f.score > 0 and f.score * (1 + WEIGHT) >= floor]
+    reachable = [f.rowid for f in competing if f.score > 0 and f.score * (1 + WEIGHT) >= floor]
     authors = search_store(db).chunk_authors(reachable)
     if not authors:
         return
