@@ -280,6 +280,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     time_kw["neighbors"] = False
                 if args.no_feedback:
                     time_kw["feedback"] = False
+                if args.per_session:
+                    time_kw["per_session"] = args.per_session
                 for qa in conv["qa"]:
                     gold = evidence_ids(qa)
                     if not gold:
@@ -365,6 +367,7 @@ def summarize(
         "token_match": args.token_match_config or not args.no_token_match,
         "feedback": args.feedback_config or not args.no_feedback,
         "authors": None if args.no_authors else args.author_weight,
+        "per_session": args.per_session,
         "conversations": args.conversations or "all",
         "context_config": json.loads(args.context_config) if args.context_config else None,
     }
@@ -494,6 +497,7 @@ def main() -> None:
         default=None,
         help='constants of mindfile.retrieve.feedback as JSON, e.g. {"WEIGHT": 0.5}',
     )
+    parser.add_argument("--per-session", type=int, default=None, help="search(per_session=N)")
     parser.add_argument(
         "--no-authors",
         action="store_true",

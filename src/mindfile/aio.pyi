@@ -177,6 +177,7 @@ class AsyncMindfile:
         token_match: bool = ...,
         feedback: bool = ...,
         authors: bool = ...,
+        per_session: int | None = ...,
         rerank: bool | Reranker = ...,
     ) -> SearchResults: ...
     async def search_notes(

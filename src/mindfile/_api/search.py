@@ -58,6 +58,7 @@ class SearchAPI(Facet):
         token_match: bool = True,
         feedback: bool = True,
         authors: bool = True,
+        per_session: int | None = None,
         rerank: bool | Reranker = True,
     ) -> SearchResults:
         """Search chunks by vector similarity, BM25, or both fused.
@@ -128,6 +129,13 @@ class SearchAPI(Facet):
         cities did Dave travel to?" prefers what Dave said). ``hit.breakdown.author`` is
         the lift; ``authors=False`` turns it off.
 
+        ``per_session`` (default None: off): each session's first that many results come
+        first and the rest of the ranking after them, for questions that want coverage
+        ("how many concerts did I go to?") more than one session's every mention. Off by
+        default because it cost recall on LoCoMo, whose evidence for such
+        questions often sits in one session (docs/retrieval.md "Results from many
+        sessions"); scores are then shown never increasing down the list.
+
         Reranking (optional, docs/retrieval.md "Reranking"): with a reranker configured
         (``mindfile.open(reranker=...)``, ``mem.reranker``) the first 50 hits come back
         in its order, its score in ``hit.breakdown.rerank``; ``rerank=False`` skips it,
@@ -166,6 +174,7 @@ class SearchAPI(Facet):
             token_match=token_match,
             feedback=feedback,
             authors=authors,
+            per_session=per_session,
         )
         return run_search(m.db, m.index, m.embedder, req, m.lexical, reranker=reranker)
 

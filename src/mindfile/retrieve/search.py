@@ -136,6 +136,9 @@ class SearchRequest:
     feedback: bool = True
     #: Lift what the authors the query names wrote, after the first ten (author match).
     authors: bool = True
+    #: Each session's first this many results come first, the rest of the ranking after
+    #: them (None: the ranking as it is; docs/retrieval.md "Results from many sessions").
+    per_session: int | None = None
 
     @classmethod
     def build(
@@ -164,6 +167,7 @@ class SearchRequest:
         token_match: Any = True,
         feedback: Any = True,
         authors: Any = True,
+        per_session: Any = None,
     ) -> SearchRequest:
         if source not in SOURCES:
             raise InvalidInputError(f"source must be one of {SOURCES}, not {source!r}")
@@ -197,6 +201,10 @@ class SearchRequest:
             raise InvalidInputError("feedback must be True or False")
         if not isinstance(authors, bool):
             raise InvalidInputError("authors must be True or False")
+        if per_session is not None and (
+            isinstance(per_session, bool) or not isinstance(per_session, int) or per_session < 1
+        ):
+            raise InvalidInputError("per_session must be None or an integer of at least 1")
         return cls(
             query=query,
             session_ids=_sessions(session_id),
@@ -219,6 +227,7 @@ class SearchRequest:
             token_match=token_match,
             feedback=feedback,
             authors=authors,
+            per_session=per_session,
         )
 
 
@@ -374,14 +383,18 @@ def _run(
         )
     add_tail(fused, vector_hits[depth:], fts_hits[depth:], start=depth + 1)
     head: list[Fused] = []
-    after_head = mode == "hybrid" and req.fusion != "rrf" and req.top_k > FEEDBACK_HEAD
+    # A per-session cap reaches past the first top_k: the ranking after the first
+    # FEEDBACK_HEAD is then made whatever top_k is (so top_k=5 stays a prefix of 50).
+    deep = req.top_k > FEEDBACK_HEAD or req.per_session is not None
+    after_head = mode == "hybrid" and req.fusion != "rrf" and deep
     feedback = after_head and req.feedback and lexical is not None
     if feedback or (after_head and req.authors):  # ranks after the first FEEDBACK_HEAD only
         head = _order(db, _passing(fused.values(), req), FEEDBACK_HEAD, depth)[:FEEDBACK_HEAD]
     if feedback:  # retrieve/feedback.py
         apply_feedback(db, fused, head, retriever, req.query, flt, depth)
     if after_head and req.authors:  # retrieve/authors.py
-        apply_authors(db, fused, head, req.query, req.top_k)
+        limit = req.top_k if req.per_session is None else len(fused)
+        apply_authors(db, fused, head, req.query, limit)
     return SearchResults(
         _hits(db, fused, req, head),
         mode=mode,
@@ -457,6 +470,35 @@ def _order(db: AnyDatabase, items: list[Fused], limit: int, depth: int) -> list[
     return ranked + rest
 
 
+def _spread(
+    db: AnyDatabase, ranked: list[Fused], per_session: int, top_k: int
+) -> tuple[list[Fused], dict[int, tuple[Any, ...]]]:
+    """The first ``top_k`` of ``ranked`` (the whole ranking, in order) re-ordered so that
+    each session's first ``per_session`` results come first, in ranking order, and the
+    rest of the ranking after them, in its order. Also their rows
+    (:meth:`~mindfile.storage.search.SearchStore.chunk_rows`); the ranking is read in
+    pages until ``top_k`` are found."""
+    counts: dict[str, int] = {}
+    kept: list[Fused] = []
+    later: list[Fused] = []
+    rows: dict[int, tuple[Any, ...]] = {}
+    page = max(top_k, 32)
+    for start in range(0, len(ranked), page):
+        chunk = ranked[start : start + page]
+        found = search_store(db).chunk_rows([f.rowid for f in chunk])
+        rows.update(found)
+        for f in chunk:
+            if f.rowid not in found:
+                continue  # deleted since the legs ran
+            session = str(found[f.rowid][2])
+            seen = counts.get(session, 0)
+            counts[session] = seen + 1
+            (kept if seen < per_session else later).append(f)
+        if len(kept) >= top_k:
+            return kept[:top_k], rows
+    return (kept + later)[:top_k], rows
+
+
 def _query_vector(embedder: Embedder, req: SearchRequest, text: str) -> Vector:
     if req.query_embedding is not None:
         return req.query_embedding
@@ -491,18 +533,26 @@ def _hits(
     candidates = _passing((f for f in fused.values() if f.rowid not in pinned), req)
     first = _passing(head, req)
     cap = first[-1].score if first else math.inf
-    ranked = first + _order(db, candidates, req.top_k - len(first), req.candidates)
-    rows = search_store(db).chunk_rows([f.rowid for f in ranked[: req.top_k]])
-    items = [f for f in ranked[: req.top_k] if f.rowid in rows]
+    if req.per_session is not None:
+        ranked = first + _order(db, candidates, len(candidates), req.candidates)
+        items, rows = _spread(db, ranked, req.per_session, req.top_k)
+        ranked = items
+    else:
+        ranked = first + _order(db, candidates, req.top_k - len(first), req.candidates)
+        rows = search_store(db).chunk_rows([f.rowid for f in ranked[: req.top_k]])
+        items = [f for f in ranked[: req.top_k] if f.rowid in rows]
     if len(items) < req.top_k and len(ranked) > req.top_k:
         # Some candidates vanished (deleted since the legs ran): fall back to all.
         ranked = first + _order(db, ranked[len(first) :], len(ranked), req.candidates)
         rows = search_store(db).chunk_rows([f.rowid for f in ranked])
         items = [f for f in ranked if f.rowid in rows]
     hits = []
+    shown = math.inf
     for f in items[: req.top_k]:
         _, chunk_id, session_id, text, seq_start, seq_end, meta, occurred = rows[f.rowid]
         score = f.score if f.rowid in pinned else min(f.score, cap)
+        if req.per_session is not None:  # scores never increase down the list
+            score = shown = min(score, shown)
         hits.append(
             SearchHit(
                 chunk_id=chunk_id,
