@@ -523,36 +523,34 @@ def _hits(
     db: AnyDatabase, fused: dict[int, Fused], req: SearchRequest, head: Sequence[Fused] = ()
 ) -> list[SearchHit]:
     """The first ``req.top_k`` results as hits: ``head`` first (the results feedback
-    leaves in place, already ordered), then the other candidates in result order.
+    leaves in place, already ordered), then the other candidates in result order (with
+    ``req.per_session``, spread over sessions: :func:`_spread`).
 
-    After a ``head``, a hit's score is shown at most at the head's last score (scores
-    never increase down the list); its order among the others follows its own score."""
+    A hit's score is shown at most at the score shown above it (scores never increase
+    down the list: after a ``head``, or spread over sessions, a result may hold more
+    than the one before); its order follows its own score."""
     if not fused:
         return []
     pinned = {f.rowid for f in head}
     candidates = _passing((f for f in fused.values() if f.rowid not in pinned), req)
     first = _passing(head, req)
-    cap = first[-1].score if first else math.inf
-    if req.per_session is not None:
+    if req.per_session is not None:  # (_spread skips rows deleted since the legs ran)
         ranked = first + _order(db, candidates, len(candidates), req.candidates)
         items, rows = _spread(db, ranked, req.per_session, req.top_k)
-        ranked = items
     else:
         ranked = first + _order(db, candidates, req.top_k - len(first), req.candidates)
         rows = search_store(db).chunk_rows([f.rowid for f in ranked[: req.top_k]])
         items = [f for f in ranked[: req.top_k] if f.rowid in rows]
-    if len(items) < req.top_k and len(ranked) > req.top_k:
-        # Some candidates vanished (deleted since the legs ran): fall back to all.
-        ranked = first + _order(db, ranked[len(first) :], len(ranked), req.candidates)
-        rows = search_store(db).chunk_rows([f.rowid for f in ranked])
-        items = [f for f in ranked if f.rowid in rows]
+        if len(items) < req.top_k and len(ranked) > req.top_k:
+            # Some candidates vanished (deleted since the legs ran): fall back to all.
+            ranked = first + _order(db, ranked[len(first) :], len(ranked), req.candidates)
+            rows = search_store(db).chunk_rows([f.rowid for f in ranked])
+            items = [f for f in ranked if f.rowid in rows]
     hits = []
     shown = math.inf
     for f in items[: req.top_k]:
         _, chunk_id, session_id, text, seq_start, seq_end, meta, occurred = rows[f.rowid]
-        score = f.score if f.rowid in pinned else min(f.score, cap)
-        if req.per_session is not None:  # scores never increase down the list
-            score = shown = min(score, shown)
+        score = shown = min(f.score, shown)
         hits.append(
             SearchHit(
                 chunk_id=chunk_id,
