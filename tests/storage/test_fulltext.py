@@ -177,6 +177,25 @@ def test_the_store_and_the_sql_filter_form_agree(filled_mem: mindfile.Mindfile) 
         assert new == old
 
 
+def test_unfiltered_searches_skip_the_chunks_and_rank_the_same(tmp_path: Path) -> None:
+    """Without a filter the query reads FTS5 alone (its rows are the chunks'); it
+    ranks, scores and breaks ties exactly as the joined query (a filter allowing
+    everything), after a forgotten session, with and without ``after``."""
+    with mindfile.open(tmp_path / "b.db", embedder="hash", lexical_index="fts5") as mem:
+        for i in range(60):
+            mem.store(f"s{i % 4}", i + 1, f"lakes rivers {'cold ' * (i % 5)}note {i}")
+        assert mem.forget("s1")
+        store = SqliteFullTextStore(mem.db)
+        words = query_words("cold lakes notes")
+        for after in (0, 20, 55):
+            bare = store.search(words, 25, weights=COLUMN_WEIGHTS, after=after)
+            joined = store.search(words, 25, weights=COLUMN_WEIGHTS, after=after, condition="1")
+            live = mem.db.scalar("SELECT count(*) FROM chunks WHERE id > ?", (after,))
+            assert bare == joined
+            assert len(bare) == min(25, live) > 0
+            assert _best_first(bare) and all(rowid > after for rowid, _ in bare)
+
+
 def test_the_read_path_ranks_fts_mode_through_the_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -90,5 +90,5 @@ def fts_search(
     the full-text store with the filter's fields instead (:mod:`mindfile.storage.fulltext`).
     """
     return SqliteFullTextStore(db).search_where(
-        query_words(text), limit, where, params, weights=weights
+        query_words(text), limit, where, params, weights=weights, bare=not where
     )
