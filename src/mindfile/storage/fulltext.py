@@ -110,9 +110,10 @@ SEARCH = (
 )
 #: The same without a filter on the chunks: the FTS5 table holds exactly the chunks'
 #: rows (its triggers write it in the chunk's transaction), so its rowids are the chunk
-#: ids and the join only cost a lookup per matching row (4,000 chunks after a bulk
-#: ingest's last published one: 7.1 -> 4.5 ms; benchmarks/README.md). ``bm25()`` is
-#: computed once a row in both: the order is by the selected score.
+#: ids and the join only cost a lookup per matching row (the newest 4,000 chunks of a
+#: 117k store, as a search ranks them after a bulk ingest: p50 3.6 -> 2.4 ms;
+#: benchmarks/README.md). ``bm25()`` is computed once a row in both: the order is by
+#: the selected score.
 SEARCH_BARE = (
     f"SELECT rowid, -{_BM25} AS score FROM chunks_fts "
     "WHERE chunks_fts MATCH ?{where} ORDER BY score DESC, rowid DESC LIMIT ?"
