@@ -75,9 +75,9 @@ def top_k(
     cand_scores = scores[candidates]
     # Every score tied with the k-th competes, so the top k does not depend on k.
     top = top_positions(cand_scores, k)
-    found = rowids[candidates[top]]
-    order = np.lexsort((-found, -cand_scores[top]))[:k]
-    return [(int(found[i]), float(cand_scores[top][i])) for i in order]
+    found, best = rowids[candidates[top]], cand_scores[top]
+    order = np.lexsort((-found, -best))[:k]
+    return list(zip(found[order].tolist(), best[order].tolist(), strict=True))
 
 
 def live_allowed(

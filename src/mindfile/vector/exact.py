@@ -727,7 +727,7 @@ def search_rows(
         rows, scores = idx, row_dots(matrix[idx], q)
     held = ids[:n] if rows is None else ids[rows]
     top = _top_k(scores, held, k)
-    return [(int(i), float(s)) for i, s in zip(held[top], scores[top], strict=True)]
+    return list(zip(held[top].tolist(), scores[top].tolist(), strict=True))
 
 
 def _reach(int8: npt.NDArray[np.int8], scale: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
