@@ -129,6 +129,34 @@ def test_score_prunes_a_large_query_and_answers_like_the_exhaustive_scan(
         assert scored < windows // 2
 
 
+def test_a_query_that_prunes_little_gives_up_for_the_exhaustive_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Terms of similar, high document frequency: after the first batch most windows
+    # can still hold a top-k document, so the automatic choice scores exhaustively
+    # (the same answer), while a query that prunes well keeps pruning.
+    rng = np.random.default_rng(11)
+    seg, terms = _generation(tmp_path, rng, 20_000, [9_000, 9_500, 8_000, 30], [1.0, 2.0])
+    state = ls.State(None, [seg])
+    pub = state.published[0]
+    monkeypatch.setattr(lp, "PRUNE_FROM", 1_000)
+    wide = [(1.0, seg.term_index(t)) for t in terms[:3]]
+    narrow = [(0.05, seg.term_index(terms[0])), (3.0, seg.term_index(terms[3]))]
+    avgdl = pub.total / pub.n_alive
+    for wanted, k, gives_up in ((wide, 150, True), (narrow, 10, False)):
+        exhaustive = lp.published_top(pub, wanted, avgdl, None, k, prune=False)
+        monkeypatch.setattr(lp, "STATS", [])
+        assert lp.published_top(pub, wanted, avgdl, None, k) == exhaustive
+        assert lp.STATS is not None and len(lp.STATS) == 1
+        windows, batches, scored, found = lp.STATS[0]
+        assert (found == -1) is gives_up  # -1: given up after the first batch
+        assert (batches == 1) if gives_up else (scored < windows * lp.GIVE_UP)
+        # Forced pruning never gives up (the property test compares it with the scan).
+        monkeypatch.setattr(lp, "STATS", [])
+        assert lp.published_top(pub, wanted, avgdl, None, k, prune=True) == exhaustive
+        assert lp.STATS[0][3] != -1
+
+
 @pytest.mark.parametrize("shift", [0, 4, 12])
 def test_packed_window_offsets_read_back(shift: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lp, "WINDOW_SHIFT", shift)
