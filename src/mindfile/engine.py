@@ -20,6 +20,7 @@ from mindfile._api.manage import ManageAPI
 from mindfile._api.memory import AgentMemoryAPI
 from mindfile._api.search import SearchAPI
 from mindfile._follow import IdleFollower
+from mindfile._heap import tune_heap
 from mindfile._helpers import flags_deferred
 from mindfile._publish import publisher_for
 from mindfile.embed import Embedder
@@ -186,6 +187,7 @@ class Mindfile(AgentMemoryAPI, ContextAPI, FilesAPI, JobsAPI, ManageAPI, SearchA
         embedding_cache_max_entries: int | None = None,
         reranker: Reranker | None = None,
     ) -> None:
+        tune_heap()  # process-wide, once (mindfile._heap)
         if embedding_cache is not None and not isinstance(embedding_cache, bool):
             raise ConfigError("embedding_cache must be True, False or None")
         if not isinstance(read_only, bool):
