@@ -7,7 +7,7 @@ memory to the kernel as soon as the free space at the top of its heap exceeds tw
 the largest block freed so far, so every search faulted it in again: 3-7k page faults
 a search for the BM25 leg's largest queries at 1M, ~20 ms of a 40 ms search on this
 machine (a page fault in a virtual machine costs ~2-3 us; benchmarks/README.md, "Page
-faults at 1M"). Two ``mallopt`` settings keep it: blocks up to
+faults and pruning at 1M"). Two ``mallopt`` settings keep it: blocks up to
 :data:`MMAP_THRESHOLD` come from the heap rather than from ``mmap`` of their own, and
 up to :data:`TRIM_THRESHOLD` of free heap stays mapped. The cost is resident memory the
 process keeps after its largest searches (+60 MB at 1M chunks, nothing measurable at

@@ -61,8 +61,9 @@ _FIRST_WINDOWS = 64
 #: After the first batch, when the windows scored plus those that can still hold a
 #: document of the top k are this share of all windows or more, the automatic choice
 #: scores exhaustively instead (the same answer): pruning would read about as many
-#: postings at a higher cost each. At 1M chunks, 600 held-out questions: the BM25 leg's
-#: p99 37 -> 25-31 ms, p50 unchanged (benchmarks/README.md, "When pruning gives up").
+#: postings at a higher cost each. At 1M chunks, 600 questions: the BM25 leg's p99
+#: 39-42 -> 32-34 ms, and with the heap tuning (mindfile._heap) 37-39 -> 21-23 ms, p50
+#: unchanged (benchmarks/README.md, "Page faults and pruning at 1M").
 GIVE_UP = 0.5
 #: When a list, each pruned search appends (windows, batches, windows scored, documents
 #: held at the end, or -1 when it gave up for the exhaustive scan) to it (for
