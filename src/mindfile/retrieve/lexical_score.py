@@ -64,7 +64,9 @@ def top_k(
     k: int,
 ) -> list[tuple[int, float]]:
     """The best ``k`` live, allowed documents of one side as ``(rowid, score)``."""
-    all_docs = np.concatenate([d for d, _ in parts])
+    # Straight to intp: bincount casts any other index type to it, one more copy (1.8M
+    # postings at 1M chunks: concatenate + bincount 6.3 -> 5.3 ms).
+    all_docs = np.concatenate([d for d, _ in parts], dtype=np.intp)
     weights = np.concatenate([s for _, s in parts])
     scores = np.bincount(all_docs, weights=weights, minlength=n_docs)
     # Every matching document scores > 0 (IDF is floored above zero).
