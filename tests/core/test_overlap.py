@@ -162,3 +162,67 @@ def test_inside_a_transaction_the_legs_run_in_turn(store_location: str, counted:
         assert _answers(mem, ["hike dog", "piano river"]) == expected
     assert counted[0] == 0
     mem.close()
+
+
+def test_meanwhile_runs_on_the_searching_thread_while_then_runs_on_the_side(
+    store_location: str, counted: list[int]
+) -> None:
+    """With the BM25 leg on the side thread, ``then`` runs there and ``meanwhile`` on
+    the searching thread, both with the leg's hits (hidden ones included), and they run
+    at the same time: ``meanwhile`` waits for nothing ``then`` does."""
+    mem = _filled(store_location)
+    rt = retriever.Retriever(mem.db, mem.index, mem.lexical)
+    vec = mem.embedder.embed_query("hike dog")
+    seen: dict[str, tuple[str, list[tuple[int, float]]]] = {}
+    both_running = threading.Barrier(2, timeout=10)
+
+    def record(name: str, hits: list[tuple[int, float]]) -> str:
+        seen[name] = (threading.current_thread().name, list(hits))
+        both_running.wait()  # each waits for the other: they must overlap
+        return name
+
+    legs = rt.legs(
+        "hike dog",
+        vec,
+        retriever.ReadFilter(),
+        vector_k=20,
+        lexical_k=20,
+        then=lambda hits: record("then", hits),
+        meanwhile=lambda hits: record("meanwhile", hits),
+    )
+    assert counted[0] == 1
+    assert (legs.then, legs.meanwhile) == ("then", "meanwhile")
+    assert seen["then"][0] == "mindfile-search-leg"
+    assert seen["meanwhile"][0] == threading.current_thread().name
+    assert seen["then"][1] == seen["meanwhile"][1] == legs.lexical != []
+    in_turn = rt.legs("hike dog", vec, retriever.ReadFilter(), vector_k=20, lexical_k=20)
+    assert (in_turn.vector, in_turn.lexical) == (legs.vector, legs.lexical)
+    mem.close()
+
+
+def test_a_failing_bm25_leg_reaches_the_caller_without_running_meanwhile(
+    store_location: str, counted: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mem = _filled(store_location)
+    rt = retriever.Retriever(mem.db, mem.index, mem.lexical)
+    vec = mem.embedder.embed_query("hike dog")
+
+    def broken(*args: object, **kwargs: object) -> list[tuple[int, float]]:
+        raise RuntimeError("bm25 failed")
+
+    assert mem.lexical is not None
+    monkeypatch.setattr(mem.lexical, "search", broken)
+    called: list[object] = []
+    with pytest.raises(RuntimeError, match="bm25 failed"):
+        rt.legs(
+            "hike dog",
+            vec,
+            retriever.ReadFilter(),
+            vector_k=20,
+            lexical_k=20,
+            then=called.append,
+            meanwhile=called.append,
+        )
+    assert counted[0] == 1 and called == []
+    assert side_thread().try_start(lambda: None) is not None  # the side thread is free
+    mem.close()

@@ -16,6 +16,7 @@ index backend reaches all of them at once (docs/architecture.md).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -116,6 +117,8 @@ class Legs:
     lexical_backend: str | None = None
     #: What ``then`` returned for the lexical hits, when it ran (see :meth:`Retriever.legs`).
     then: Any = None
+    #: What ``meanwhile`` returned for them, when it ran (see :meth:`Retriever.legs`).
+    meanwhile: Any = None
 
 
 class Retriever:
@@ -244,6 +247,7 @@ class Retriever:
         vector_k: int,
         lexical_k: int,
         then: Callable[[Hits], Any] | None = None,
+        meanwhile: Callable[[Hits], Any] | None = None,
     ) -> Legs:
         """The top ``vector_k`` vector hits (when ``query_vec`` is given) and the top
         ``lexical_k`` BM25 hits of ``query``, both within ``flt``.
@@ -251,6 +255,9 @@ class Retriever:
         ``then``: when the BM25 leg runs on the side thread, called there with its hits
         (hidden ones included) while the vector leg still runs; its result is
         :attr:`Legs.then` (None when it did not run: the caller does that work itself).
+        ``meanwhile``: likewise, called on this thread with those hits once the vector
+        leg is done, while the side thread runs ``then`` (else this thread would only
+        wait for it); its result is :attr:`Legs.meanwhile`.
         """
         if flt.empty or ((query_vec is None or vector_k <= 0) and lexical_k <= 0):
             return Legs([], [])
@@ -263,7 +270,9 @@ class Retriever:
         backend: str | None = None
         warm_after: Bm25Index | None = None
         side: Future[tuple[Hits, Any]] | None = None
+        handoff = _Handoff()
         then_result: Any = None
+        meanwhile_result: Any = None
         if lexical_k > 0:
             bm25 = self.lexical
             held: int | None = None
@@ -281,7 +290,7 @@ class Retriever:
                 backend = "memory"
                 if want_vector and self._overlap(bm25):
                     side = side_thread().try_start(
-                        partial(_lexical_then, bm25, query, fetch, where, then)
+                        partial(_lexical_then, bm25, query, fetch, where, then, handoff)
                     )
                 if side is None:
                     lexical = bm25.search(query, fetch, where=where)
@@ -292,7 +301,7 @@ class Retriever:
                     # The FTS5 part runs in SQLite, without the interpreter's lock: on
                     # the side thread it overlaps the vector leg (right after a bulk
                     # ingest, ~4-12 ms for the newest chunks).
-                    side = side_thread().try_start(partial(_ranked_then, ranked, then))
+                    side = side_thread().try_start(partial(_ranked_then, ranked, then, handoff))
                 if side is None:
                     lexical = ranked()
         vector: Hits = []
@@ -300,6 +309,10 @@ class Retriever:
             assert query_vec is not None
             try:
                 vector = self.index.search(query_vec, vector_k + len(hidden), where=where)
+                if side is not None and meanwhile is not None:
+                    hits = handoff.wait()
+                    if hits is not None:
+                        meanwhile_result = meanwhile(hits)
             finally:
                 if side is not None:  # never leave the side thread's result behind
                     lexical, then_result = side.result()
@@ -308,15 +321,36 @@ class Retriever:
             lexical = [h for h in lexical if h[0] not in hidden][:lexical_k]
         if warm_after is not None:
             warm_after.warm()
-        return Legs(vector, lexical, backend, then_result)
+        return Legs(vector, lexical, backend, then_result, meanwhile_result)
+
+
+class _Handoff:
+    """The side thread's lexical hits, handed to the searching thread as soon as they
+    are ranked (before ``then`` runs); None when ranking them failed (the failure
+    reaches the searching thread through the side thread's future)."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Event()
+        self._hits: Hits | None = None
+
+    def give(self, rank: Callable[[], Hits]) -> Hits:
+        try:
+            self._hits = rank()
+            return self._hits
+        finally:
+            self._ready.set()
+
+    def wait(self) -> Hits | None:
+        self._ready.wait()
+        return self._hits
 
 
 def _ranked_then(
-    ranked: Callable[[], Hits], then: Callable[[Hits], Any] | None
+    ranked: Callable[[], Hits], then: Callable[[Hits], Any] | None, handoff: _Handoff
 ) -> tuple[Hits, Any]:
     """The side thread's task when FTS5 ranks the newest chunks: ``ranked``, then
     ``then`` on its hits."""
-    hits = ranked()
+    hits = handoff.give(ranked)
     return hits, (then(hits) if then is not None else None)
 
 
@@ -326,7 +360,8 @@ def _lexical_then(
     k: int,
     where: VectorFilter | None,
     then: Callable[[Hits], Any] | None,
+    handoff: _Handoff,
 ) -> tuple[Hits, Any]:
     """The side thread's task: the BM25 leg, then ``then`` on its hits."""
-    hits = bm25.search(query, k, where=where)
+    hits = handoff.give(partial(bm25.search, query, k, where=where))
     return hits, (then(hits) if then is not None else None)
