@@ -1,5 +1,5 @@
 """Keep freed C-heap memory for the next search instead of returning it to the kernel
-(glibc's ``malloc``; docs/architecture.md, "Memory model").
+(glibc's ``malloc``; docs/architecture.md, "Index lifecycle and memory model").
 
 A search at 1M chunks allocates tens of MB of short-lived numpy arrays (a common
 query's BM25 postings: their contributions, the per-document sums). glibc returns such

@@ -41,12 +41,8 @@ print(json.dumps({"tuned": _heap.tuned(), "faults": faults() - before}))
 
 
 def _probe(tmp_path: Path, **env: str) -> dict[str, object]:
-    environ = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("MINDFILE_HEAP_TUNING", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
-        and k != "GLIBC_TUNABLES"
-    }
+    ours = ("MINDFILE_HEAP_TUNING", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+    environ = {k: v for k, v in os.environ.items() if k not in (*ours, "GLIBC_TUNABLES")}
     environ.update(env)
     out = subprocess.run(
         [sys.executable, "-c", PROBE, str(tmp_path / "h.db")],
