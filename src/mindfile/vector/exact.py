@@ -569,8 +569,7 @@ class _Codes:
                 self.int8, idx, axis=0, out=self._buffer("gather", (m, len(q)), np.int8)
             )
             scale, bound, reach = self.scale[idx], self.bound[idx], self.reach[idx]
-        approx = self._buffer("approx", (m,), np.float32)
-        _simd.int8_dots(qi, codes, approx)
+        approx = _simd.int8_dots(qi, codes)
         slack = self._buffer("slack", (m,), np.float32)
         np.multiply(bound, per_bound, out=slack)
         work = self._buffer("work", (m,), np.float32)
