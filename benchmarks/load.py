@@ -65,6 +65,21 @@ def ensure_store(path: Path, chunks: int, corpus: ChatCorpus) -> dict[str, Any]:
 # -- one load process ----------------------------------------------------------------------
 
 
+def resources(start: float) -> dict[str, float]:
+    """This process's memory (:func:`_procs.memory`), open file descriptors and threads,
+    at ``t`` seconds after ``start``: a long run shows whether any of them only grows."""
+    try:
+        fds = len(os.listdir("/proc/self/fd"))
+    except OSError:  # not Linux
+        fds = -1
+    return {
+        "t": time.time() - start,
+        **memory(),
+        "fds": float(fds),
+        "threads": float(threading.active_count()),
+    }
+
+
 def worker(cfg: dict[str, Any]) -> dict[str, Any]:
     """Run in a child process: open, settle, say ready, wait for the start, offer load."""
     corpus = ChatCorpus(Path(cfg["locomo"]), cfg["seed"])
@@ -83,7 +98,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
 
     def sample() -> None:
         while not stop.wait(5.0):  # reading smaps_rollup is not free
-            mem_series.append({"t": time.time() - start, **memory()})
+            mem_series.append(resources(start))
 
     results: list[list[tuple[str, float, float, float, str | None]]] = []
     texts_lock = threading.Lock()
@@ -122,6 +137,7 @@ def worker(cfg: dict[str, Any]) -> dict[str, Any]:
             kind = "store" if is_store else "search"
             out.append((kind, due - start, (done - due) * 1e3, (done - began) * 1e3, error))
 
+    mem_series.append(resources(start))  # before the load
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     threads = [threading.Thread(target=run, args=(t,)) for t in range(cfg["threads"])]
@@ -231,18 +247,27 @@ def summarise(rate: float, outs: list[dict[str, Any]], args: argparse.Namespace)
         row[f"{kind}_p99_ms"] = p["p99_ms"]
         row[f"{kind}_max_ms"] = p["max_ms"]
         row[f"{kind}_service_p50_ms"] = s["p50_ms"]
+    # Memory of all load processes at fixed times of the offered window (the sample
+    # nearest each): RSS counts the mapped index files' pages a process touched (page
+    # cache, shared); anonymous memory is what each process holds of its own.
     series = []
-    seconds = int(args.seconds + row["drain_s"]) + 1
-    for t in range(0, seconds, max(1, seconds // 6)):
-        rss = [
-            min(o["memory"], key=lambda m, t=t: abs(m["t"] - t))["rss_mb"]
-            for o in outs
-            if o["memory"]
-        ]
-        series.append({"t": t, "rss_mb_total": float(sum(rss))})
+    seconds = int(args.seconds)
+    for t in range(0, seconds + 1, max(1, seconds // 6)):
+        near = [min(o["memory"], key=lambda m, t=t: abs(m["t"] - t)) for o in outs if o["memory"]]
+        series.append(
+            {
+                "t": t,
+                "rss_mb_total": float(sum(m["rss_mb"] for m in near)),
+                "anon_mb_total": float(sum(m["anon_mb"] for m in near)),
+            }
+        )
     row["rss_series"] = series
-    row["rss_mb_start"] = series[0]["rss_mb_total"] if series else None
-    row["rss_mb_end"] = series[-1]["rss_mb_total"] if series else None
+    for key in ("rss", "anon"):
+        row[f"{key}_mb_start"] = series[0][f"{key}_mb_total"] if series else None
+        row[f"{key}_mb_end"] = series[-1][f"{key}_mb_total"] if series else None
+    for key in ("fds", "threads"):  # of all load processes, first and last sample
+        row[f"{key}_start"] = sum(int(o["memory"][0][key]) for o in outs if o["memory"])
+        row[f"{key}_end"] = sum(int(o["memory"][-1][key]) for o in outs if o["memory"])
     return row
 
 
@@ -343,16 +368,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             "store_service_p50_ms",
             "rss_mb_start",
             "rss_mb_end",
+            "anon_mb_start",
+            "anon_mb_end",
+            "fds_start",
+            "fds_end",
+            "threads_start",
+            "threads_end",
         ],
         "Open-loop mixed load (latency from the scheduled arrival)",
         file=out,
     )
-    series = [
-        {"rate": r["rate"], **{f"t={p['t']}s": p["rss_mb_total"] for p in r["rss_series"]}}
-        for r in rows
-    ]
-    columns = list(dict.fromkeys(k for row in series for k in row))
-    print_table(series, columns, "RSS of all load processes over the run, MB", file=out)
+    for key, title in (("rss", "RSS"), ("anon", "Anonymous memory")):
+        series = [
+            {"rate": r["rate"], **{f"t={p['t']}s": p[f"{key}_mb_total"] for p in r["rss_series"]}}
+            for r in rows
+        ]
+        columns = list(dict.fromkeys(k for row in series for k in row))
+        print_table(series, columns, f"{title} of all load processes over the run, MB", file=out)
     if args.json:
         emit_json(report)
     return 0
