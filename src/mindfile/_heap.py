@@ -17,8 +17,8 @@ That threshold holds for each of glibc's arenas, and glibc gives each new thread
 arena of its own (up to eight a core): a service's worker threads each kept their own
 free memory. Two processes of four threads under a mixed load for five minutes grew by
 728 MB of anonymous memory, against 337 MB with glibc's defaults (benchmarks/README.md,
-"A long mixed load"). So threads share :data:`ARENA_MAX` arenas (the load: 279 MB);
-the interpreter lock serialises most allocations anyway.
+"A long mixed load"). So threads share :data:`ARENA_MAX` arenas (the same load: 279 and
+377 MB in two runs); the interpreter lock serialises most allocations anyway.
 
 Process-wide, so applied once, at the first ``mindfile.open``, and only where it is
 ours to choose: glibc on Linux, ``MINDFILE_HEAP_TUNING`` not turned off, and the

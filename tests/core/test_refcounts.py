@@ -5,7 +5,7 @@ returns ``Py_None`` without a reference of its own gives one of None's away at e
 call, and the process dies ("Fatal Python error: none_dealloc") once it has made as
 many calls as None had references: simsimd's ``cdist(..., out=...)`` did, and both
 processes of a 5-minute load test died after ~20k searches each (benchmarks/README.md,
-"None's references"). Every hot path that reaches native code (the vector indexes, the
+"A long mixed load"). Every hot path that reaches native code (the vector indexes, the
 embedders, SQLite, the BM25 index) runs many times here; None's count must not fall by
 anything near the number of calls (other threads may move it by a few).
 """
