@@ -110,8 +110,8 @@ def test_open_keeps_freed_memory_for_the_next_large_allocations(tmp_path: Path) 
 def test_threads_share_two_arenas(tmp_path: Path) -> None:
     """Each thread of a process got its own arena (up to 8 a core), and each kept up
     to the trim threshold of freed memory: a 5-minute mixed load's two processes grew
-    by 728 MB of anonymous memory, 337 MB untuned (benchmarks/README.md, "A
-    long mixed load"). Tuned, threads share two."""
+    by 728 MB of anonymous memory, 337 MB untuned (benchmarks/README.md, "A long mixed
+    load"). Tuned, threads share two."""
     tuned = _probe(tmp_path, ARENAS)
     untuned = _probe(tmp_path, ARENAS, MINDFILE_HEAP_TUNING="0")
     assert tuned["tuned"] is True and untuned["tuned"] is False
