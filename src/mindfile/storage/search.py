@@ -375,8 +375,11 @@ class SqlSearchStore:
     def store_token_sets(self, sets: Sequence[tuple[int, bytes]]) -> None:
         if not sets:
             return
+        # In id order, as every writer of several chunk rows locks them (Postgres: no
+        # deadlock with a statement backfill over the same rows).
+        ordered = sorted((int(r), blob) for r, blob in sets)
         with self.db.atomic():
-            self.db.executemany(self.SQL.store_token_set, [(blob, int(r)) for r, blob in sets])
+            self.db.executemany(self.SQL.store_token_set, [(blob, r) for r, blob in ordered])
 
     def rowids_where(self, condition: str, params: Sequence[Any]) -> list[int]:
         rows = self.db.query(self.SQL.rowids_where.format(condition=condition), list(params))

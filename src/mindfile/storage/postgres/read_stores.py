@@ -94,10 +94,16 @@ RESET_LOCK = "SELECT pg_advisory_xact_lock(30793418521994616)"
 UNCLASSIFY_ALL = "UPDATE chunks SET user_statement = NULL WHERE user_statement IS NOT NULL"
 
 # The rowids that are statements, then every rowid classified. No writer lock: the
-# column is not one the derived indexes read (0008).
+# column is not one the derived indexes read (0008). The rows are locked in id order
+# (``FOR UPDATE`` in an ordered subquery): two backfills (or a backfill and the token
+# sets, also written in id order) locking the same rows in the plan's order deadlocked
+# (a rare failure of the thread-stress test on Postgres).
 CLASSIFY = """
 UPDATE chunks SET user_statement = CASE WHEN id = ANY(%s::bigint[]) THEN 1 ELSE 0 END
-WHERE id = ANY(%s::bigint[]) AND user_statement IS NULL
+WHERE id IN (
+    SELECT id FROM chunks WHERE id = ANY(%s::bigint[]) AND user_statement IS NULL
+    ORDER BY id FOR UPDATE
+)
 """
 
 ROWIDS_WHERE = "SELECT c.id FROM chunks AS c WHERE true{condition}"
