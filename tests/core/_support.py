@@ -1,5 +1,5 @@
 """Helpers for the core tests: row counts, test embedders, a brute-force KNN oracle,
-and many threads at once."""
+many threads at once, and None's references a call spends."""
 
 from __future__ import annotations
 
@@ -218,3 +218,14 @@ def count_side_thread_legs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(SideThread, "try_start", counting)
     return started
+
+
+def none_lost(call: Callable[[], object], calls: int) -> int:
+    """How many of None's references ``calls`` calls of ``call`` took (after one call
+    to warm caches and lazy imports): a C extension returning None without a reference
+    of its own takes one a call (tests/core/test_refcounts.py)."""
+    call()
+    before = sys.getrefcount(None)
+    for _ in range(calls):
+        call()
+    return before - sys.getrefcount(None)

@@ -12,8 +12,6 @@ anything near the number of calls (other threads may move it by a few).
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,17 +19,9 @@ import pytest
 import mindfile
 from mindfile.vector.exact_disk import ExactDiskIndex
 
+from ._support import none_lost
+
 CALLS = 1500
-
-
-def none_lost(call: Callable[[], object], calls: int = CALLS) -> int:
-    """How many of None's references ``calls`` calls of ``call`` took (after one call
-    to warm caches and lazy imports)."""
-    call()
-    before = sys.getrefcount(None)
-    for _ in range(calls):
-        call()
-    return before - sys.getrefcount(None)
 
 
 @pytest.fixture
@@ -52,8 +42,8 @@ def test_searching_leaves_none_alone(db_path: Path, int8_scan: None, index: str)
         assert mem.index.size() == 3000  # published and mapped
         query = mem.embedder.embed_query("memory 17 about topic 4")
         assert len(mem.index.search(query, 10)) == 10
-        assert none_lost(lambda: mem.index.search(query, 10)) < CALLS // 3
-        assert none_lost(lambda: mem.search("memory 17 about topic 4", top_k=5)) < CALLS // 3
+        assert none_lost(lambda: mem.index.search(query, 10), CALLS) < CALLS // 3
+        assert none_lost(lambda: mem.search("memory 17 about topic 4", top_k=5), CALLS) < CALLS // 3
         if index == "exact":
             stats = mem.index.stats()
             assert stats["search"] != "float32", stats  # the codes were searched
@@ -72,7 +62,10 @@ def test_the_bundled_model_and_sqlite_leave_none_alone(mem_static: mindfile.Mind
     assert mem_static.db.scalar("SELECT count(*) FROM chunks_vec") == 601
     hits = mem_static.search("where did I walk the dog", top_k=5)
     assert len(hits) == 5
-    assert none_lost(lambda: mem_static.search("where did I walk the dog", top_k=5)) < CALLS // 3
+    assert (
+        none_lost(lambda: mem_static.search("where did I walk the dog", top_k=5), CALLS)
+        < CALLS // 3
+    )
 
 
 def test_the_onnx_embedder_leaves_none_alone() -> None:
